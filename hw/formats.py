@@ -18,7 +18,7 @@ __all__ = [
     "WORD_BITS", "ACC_BITS", "RESULT_LANES",
     "Dtype", "DtypeInfo", "GemvMode",
     "serial_digits", "slot_cycles",
-    "weights_beat_layout", "result_beat_layout",
+    "weights_beat_layout", "result_beat_layout", "gemv_command_layout",
 ]
 
 #: Width of one weight word (one DRAM-to-unit transfer) in bits.
@@ -124,4 +124,22 @@ def result_beat_layout(max_batch: int, index_bits: int) -> data.StructLayout:
         "batch": range(max(max_batch, 2)),
         "index": index_bits,
         "last": 1,
+    })
+
+
+def gemv_command_layout(max_batch: int, index_bits: int, step_bits: int) -> data.StructLayout:
+    """One GEMV engine command (the engine-level view of a GEMV descriptor).
+
+    ``n_out``: outputs per batch element (DOT: output rows; AXPY: output
+    elements). ``n_steps``: weight words each unit consumes per output group
+    (DOT: words per row, ``ceil(K / lanes)``; AXPY: number of selected neurons).
+    ``batch_minus_one``: batch size - 1, so every encoding is a legal batch.
+    ``dtype`` 3 is reserved: the engine rejects it (``error``) and consumes nothing.
+    """
+    return data.StructLayout({
+        "mode": GemvMode,
+        "dtype": 2,
+        "batch_minus_one": range(max(max_batch, 2)),
+        "n_out": index_bits,
+        "n_steps": step_bits,
     })
