@@ -133,6 +133,10 @@ class GemvJob:
         return {"mode": self.mode, "dtype": int(self.dtype), "batch_minus_one": self.batch - 1,
                 "n_out": self.n_out, "n_steps": self.n_steps}
 
+    def command_bits(self, layout) -> int:
+        """The command packed with the engine's ``gemv_command_layout``."""
+        return layout.const(self.command()).as_bits()
+
     # ---- stream traffic -------------------------------------------------------------
     def _dot_rows(self) -> torch.Tensor:
         return self.W if self.op == "dense" else self.W[self.idx]

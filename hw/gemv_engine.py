@@ -52,16 +52,17 @@ Latency of a command: about ``D + L + 2`` cycles of pipeline fill, plus
 ``groups * (steps * batch * P + drain)``.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .formats import (ACC_BITS, RESULT_LANES, WORD_BITS, Dtype, GemvMode, gemv_command_layout,
                       result_beat_layout, serial_digits, weights_beat_layout)
-from .lane_reducer import LaneReducer, check_max_batch
-from .multiplier_unit import BitSerialMultiplierUnit, check_radix_bits, max_serial_digits
+from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
+from .lane_reducer import check_max_batch
+from .multiplier_unit import check_radix_bits, max_serial_digits
 
-__all__ = ["GemvEngine"]
+__all__ = ["GemvEngine", "engine_verilog"]
 
 
 def _check_int(name, value, low, high):
@@ -83,10 +84,16 @@ class GemvEngine(wiring.Component):
         Weight bits per cycle in the multipliers (1 = bit-serial).
     index_bits, step_bits : int
         Widths of the command's output count and step count.
+    hierarchical : bool
+        Instantiate the units as Verilog instances of one ``gemv_unit`` module
+        (``engine_verilog`` emits that module once) instead of elaborating
+        ``n_units`` copies inline. Same logic; builds and synthesis of large
+        engines need it. The Amaranth simulator needs ``False``.
     """
 
     def __init__(self, n_units: int = 256, max_batch: int = 16, radix_bits: int = 1,
-                 index_bits: int = 20, step_bits: int = 16):
+                 index_bits: int = 20, step_bits: int = 16, hierarchical: bool = False):
+        self.hierarchical = bool(hierarchical)
         self.n_units = _check_int("n_units", n_units, 1, 4096)
         self.max_batch = check_max_batch(max_batch)
         self.radix_bits = check_radix_bits(radix_bits)
@@ -110,11 +117,7 @@ class GemvEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         U = self.n_units
-        units = [BitSerialMultiplierUnit(self.radix_bits) for _ in range(U)]
-        reducers = [LaneReducer(self.max_batch) for _ in range(U)]
-        for u in range(U):
-            m.submodules[f"unit{u}"] = units[u]
-            m.submodules[f"reducer{u}"] = reducers[u]
+        units = [self._unit(m, u) for u in range(U)]
 
         # ---- command registers ------------------------------------------------------
         cfg = Signal(self.cmd_layout)
@@ -185,12 +188,12 @@ class GemvEngine(wiring.Component):
         for u in range(U):
             m.d.comb += [
                 units[u].dtype.eq(cfg.dtype),
+                units[u].axpy.eq(is_axpy),
                 units[u].weight_in.eq(self.weights.payload[u]),
                 units[u].load_weight.eq(load_weight),
                 units[u].act.eq(act_cur),
                 units[u].run.eq(start_slot | (m_state == M_RUN)),
                 units[u].first.eq(start_slot),
-                units[u].digit.eq(Mux(start_slot, 0, m_digit)),
             ]
 
         with m.If(start_slot):
@@ -234,6 +237,7 @@ class GemvEngine(wiring.Component):
                 with m.If(a_slot_last):
                     m.d.sync += drain_pending.eq(1)
 
+        reducers = units
         # ---- drain ------------------------------------------------------------------
         group_outs = Mux(d_out_left < outs_per_group, d_out_left, outs_per_group)
         n_pos_m1 = ((group_outs + RESULT_LANES - 1) >> 3) - 1
@@ -245,13 +249,8 @@ class GemvEngine(wiring.Component):
 
         for u in range(U):
             m.d.comb += [
-                reducers[u].dtype.eq(cfg.dtype),
-                reducers[u].axpy.eq(is_axpy),
                 reducers[u].load.eq(transfer),
-                reducers[u].weight_word.eq(units[u].weight_word),
                 reducers[u].act_word.eq(act_reg),
-                reducers[u].fp_mant.eq(units[u].fp_mant),
-                reducers[u].int_prod.eq(units[u].int_prod),
                 reducers[u].add.eq(a_busy),
                 reducers[u].lane.eq(a_lane),
                 reducers[u].clear.eq(a_clear),
@@ -332,3 +331,28 @@ class GemvEngine(wiring.Component):
                 drain_pending.eq(p.n_steps == 0),
             ]
         return m
+
+    def _unit(self, m, u):
+        """Unit ``u``: a GemvUnit submodule, or a Verilog instance of the shared module."""
+        if not self.hierarchical:
+            m.submodules[f"unit{u}"] = unit = GemvUnit(self.radix_bits, self.max_batch)
+            return unit
+        signature = gemv_unit_signature(self.max_batch)
+        iface = signature.create(path=(f"unit{u}",))
+        ports = {}
+        for path, member, value in signature.flatten(iface):
+            name = "__".join(str(p) for p in path)
+            ports[("i_" if member.flow == In else "o_") + name] = value.as_value() \
+                if hasattr(value, "as_value") else value
+        m.submodules[f"unit{u}"] = Instance(GEMV_UNIT_MODULE, i_clk=ClockSignal(),
+                                            i_rst=ResetSignal(), **ports)
+        return iface
+
+
+def engine_verilog(name="gemv_engine", **params) -> str:
+    """Verilog of a hierarchical engine: the ``gemv_unit`` module once, then the engine."""
+    from amaranth.back import verilog
+    engine = GemvEngine(**params, hierarchical=True)
+    unit = GemvUnit(engine.radix_bits, engine.max_batch)
+    return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +
+            verilog.convert(engine, name=name))

@@ -17,15 +17,17 @@ Cycle behaviour
   default ``radix_bits=1``: FP16 11 cycles, BF16 8, INT8 8.
 * A new weight word is taken in the cycle ``load_weight`` is high (its first
   digit is used in that same cycle) and held for as many activations as the
-  batch has; a new multiplication starts in any cycle ``first`` is high, so
-  back-to-back multiplications have no bubble.
+  batch has; a new multiplication starts in any cycle ``first`` is high (the
+  lane shift registers reload from the held word), so back-to-back
+  multiplications have no bubble. ``run`` low freezes all state.
 * The unit produces raw lane products only: the unsigned significand product
   (``fp_mant``, up to 22 bits) for FP16/BF16 and the exact signed product
   (``int_prod``, 16 bits) for INT8. Signs, exponents and IEEE special cases are
   resolved by the lane reducer from the held operands (``weight_word``).
 
 Area: per FP lane an 11-bit x ``radix_bits`` partial-product adder and a 22-bit
-register; per INT8 lane an 8-bit x ``radix_bits`` adder and a 16-bit register.
+register plus an 11-bit weight shift register; per INT8 lane an 8-bit x
+``radix_bits`` adder, a 16-bit register and an 8-bit shift register.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -79,31 +81,10 @@ class BitSerialMultiplierUnit(wiring.Component):
             "act": In(WORD_BITS),
             "run": In(1),
             "first": In(1),
-            "digit": In(range(max(self.n_digits, 2))),
             "weight_word": Out(WORD_BITS),
             "fp_mant": Out(data.ArrayLayout(FP_MANT_BITS, FP_LANES)),
             "int_prod": Out(data.ArrayLayout(signed(16), INT_LANES)),
         })
-
-    def _digit(self, value, n_digits: int, top_signed: bool):
-        """Digit ``self.digit`` (MSB first) of ``value`` padded to ``n_digits*radix`` bits."""
-        r = self.radix_bits
-        padded_width = n_digits * r
-        if top_signed:
-            ext = Signal(signed(padded_width))
-            ext_assign = ext.eq(value.as_signed())
-        else:
-            ext = Signal(padded_width)
-            ext_assign = ext.eq(value)
-        index = Signal(range(max(n_digits, 2)))
-        index_assign = index.eq(n_digits - 1 - self.digit)
-        raw = ext.as_unsigned().word_select(index, r)
-        if top_signed:
-            # the most significant digit of a two's-complement number is signed
-            digit = Mux(self.digit == 0, raw.as_signed(), raw.as_unsigned())
-        else:
-            digit = raw
-        return digit, [ext_assign, index_assign]
 
     def elaborate(self, platform):
         m = Module()
@@ -119,30 +100,44 @@ class BitSerialMultiplierUnit(wiring.Component):
         dbf = serial_digits(Dtype.BF16, r)
         d8 = serial_digits(Dtype.INT8, r)
 
+        # Each lane walks its weight significand MSB first through a shift register
+        # that is (re)loaded from the held word whenever a multiplication starts.
+        fp_width = d16 * r                       # FP16 needs the most digits
+        is_bf16 = self.dtype == Dtype.BF16
         for lane in range(FP_LANES):
             w = weight.word_select(lane, 16)
             a = self.act.word_select(lane, 16)
-            is_bf16 = self.dtype == Dtype.BF16
             sig_a = Mux(is_bf16, significand(a, bf16.exp_bits, bf16.frac_bits),
                         significand(a, fp16.exp_bits, fp16.frac_bits))
-            dig16, s16 = self._digit(significand(w, fp16.exp_bits, fp16.frac_bits),
-                                     d16, top_signed=False)
-            digbf, sbf = self._digit(significand(w, bf16.exp_bits, bf16.frac_bits),
-                                     dbf, top_signed=False)
-            m.d.comb += s16 + sbf
-            digit = Mux(is_bf16, digbf, dig16)
+            # left-align the zero-padded significand so digit 0 is always the top r bits
+            aligned = Mux(is_bf16, significand(w, bf16.exp_bits, bf16.frac_bits) << (fp_width - dbf * r),
+                          significand(w, fp16.exp_bits, fp16.frac_bits))
+            shreg = Signal(fp_width, name=f"fp_w{lane}")
+            source = Mux(self.first, aligned, shreg)
+            digit = source[fp_width - r:]
             pp = Signal(FP_MANT_BITS, name=f"fp_pp{lane}")
             with m.If(self.run):
-                m.d.sync += pp.eq(Mux(self.first, 0, pp << r) + sig_a * digit)
+                m.d.sync += [
+                    shreg.eq(source << r),
+                    pp.eq(Mux(self.first, 0, pp << r) + sig_a * digit),
+                ]
             m.d.comb += self.fp_mant[lane].eq(pp)
 
+        int_width = d8 * r
         for lane in range(INT_LANES):
-            w = weight.word_select(lane, 8)
+            w = Signal(signed(int_width), name=f"int_w{lane}_ext")
+            m.d.comb += w.eq(weight.word_select(lane, 8).as_signed())   # sign-extend to the digits
             a = self.act.word_select(lane, 8).as_signed()
-            digit, s8 = self._digit(w, d8, top_signed=True)
-            m.d.comb += s8
+            shreg = Signal(int_width, name=f"int_w{lane}")
+            source = Mux(self.first, w.as_unsigned(), shreg)
+            raw = source[int_width - r:]
+            # the most significant digit of a two's-complement number carries negative weight
+            digit = Mux(self.first, raw.as_signed(), raw.as_unsigned())
             pp = Signal(signed(16), name=f"int_pp{lane}")
             with m.If(self.run):
-                m.d.sync += pp.eq(Mux(self.first, 0, pp << r) + a * digit)
+                m.d.sync += [
+                    shreg.eq(source << r),
+                    pp.eq(Mux(self.first, 0, pp << r) + a * digit),
+                ]
             m.d.comb += self.int_prod[lane].eq(pp)
         return m

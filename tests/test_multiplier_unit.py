@@ -56,7 +56,6 @@ def run_unit(radix_bits, jobs, gap_cycles=0):
             for d in range(digits):
                 ctx.set(dut.run, 1)
                 ctx.set(dut.first, d == 0)
-                ctx.set(dut.digit, d)
                 ctx.set(dut.act, act)
                 ctx.set(dut.load_weight, d == 0 and weight is not None)
                 ctx.set(dut.weight_in, weight if (d == 0 and weight is not None) else 0)
