@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Golden model, Verilator/cocotb build-and-run, reference models and benches."""

@@ -1,0 +1,69 @@
+"""Run GEMV jobs on the engine RTL (Verilator + cocotb) and get their outputs and cycle counts.
+
+This is the RTL path used by ``ndpdimm demo`` and ``ndpdimm bench`` until the
+fast harness exists: the jobs are saved to a file, the cocotb bench
+(``benches/gemv_engine.py::run_job_file``) drives each through the engine,
+checks it bit for bit against the golden model, and saves what came out.
+"""
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import rtl_build
+from .gemv_job import EngineShape, GemvJob
+
+__all__ = ["RtlJobResult", "run_jobs", "engine_params", "BENCH", "FACTORY"]
+
+BENCH = "ndpdimm.cosim.benches.gemv_engine"
+FACTORY = "ndpdimm.hw.gemv_engine:engine_verilog"
+
+
+@dataclass
+class RtlJobResult:
+    label: str
+    bits: np.ndarray          # [B, n_out] uint32 result bit patterns
+    cycles: int               # command accepted -> done, inclusive
+    wall_seconds: float
+
+    def values(self, job: GemvJob) -> torch.Tensor:
+        t = torch.from_numpy(self.bits.astype(np.int64))
+        if job.dtype.info.is_float:
+            from .golden import bits_f32
+            return bits_f32(t)
+        return torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)
+
+
+def engine_params(shape: EngineShape) -> dict:
+    return {"n_units": shape.n_units, "max_batch": shape.max_batch, "radix_bits": shape.radix_bits,
+            "index_bits": shape.index_bits, "step_bits": shape.step_bits}
+
+
+def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=False):
+    """Run ``jobs`` (all with the same ``EngineShape``) on one RTL build; returns results + stats."""
+    if not jobs:
+        raise ValueError("no jobs to run")
+    shape = jobs[0].shape
+    if any(j.shape != shape for j in jobs):
+        raise ValueError("all jobs of one RTL run must target the same engine shape")
+    labels = labels or [f"job {n}" for n in range(len(jobs))]
+    params = engine_params(shape)
+    with tempfile.TemporaryDirectory(prefix="gemv_rtl_") as tmp:
+        job_file, result_file = Path(tmp) / "jobs.pt", Path(tmp) / "results.pt"
+        torch.save({"jobs": [{"op": j.op, "dtype": int(j.dtype), "W": j.W, "X": j.X, "idx": j.idx,
+                              "label": label} for j, label in zip(jobs, labels)],
+                    "idle": idle, "stall": stall, "result_file": str(result_file)}, job_file)
+        result = rtl_build.run("gemv_engine", FACTORY, params, BENCH, testcase="run_job_file",
+                               seed=seed, extra_env={"GEMV_JOB_FILE": str(job_file)},
+                               echo_log=echo_log)
+        result.check()
+        saved = torch.load(result_file, weights_only=False)
+    outputs = [RtlJobResult(o["label"], o["bits"].numpy().astype(np.uint32), int(o["cycles"]),
+                            float(o["wall_seconds"])) for o in saved["outputs"]]
+    stats = {"cycles_simulated": int(saved["cycles_simulated"]),
+             "wall_seconds": float(saved["wall_seconds"]),
+             "build_dir": str(result.build_dir)}
+    return outputs, stats

@@ -1,0 +1,1 @@
+"""Host runtime, scenarios and the ndpdimm CLI."""

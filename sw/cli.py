@@ -1,0 +1,85 @@
+"""The ``ndpdimm`` command line.
+
+Subcommands:
+
+* ``ndpdimm demo``    a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
+* ``ndpdimm bench``   GEMV engine performance figures as JSON (``cosim/bench_gemv.py``)
+* ``ndpdimm verilog`` write the engine's Verilog for a parameter set
+
+Bad arguments exit with status 2 and a one-line reason before any simulation starts.
+"""
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="run a real MLP layer (all-MiniLM-L6-v2) on the GEMV engine RTL")
+    d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
+    d.add_argument("--batch", type=_positive, default=4, help="tokens per GEMV batch (default 4)")
+    d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
+    d.add_argument("--sentence", default=None, help="input sentence")
+    d.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")
+
+    b = sub.add_parser("bench", help="measure GEMV engine MACs/cycle and simulation speed on RTL")
+    b.add_argument("--units", type=_positive, default=None,
+                   help="GEMV units (default: the SPEC's 256)")
+    b.add_argument("--k", type=_positive, default=None, help="columns of the benchmark GEMV")
+    b.add_argument("--out", default="bench/results/gemv_engine.json", help="JSON output file")
+
+    v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
+    v.add_argument("--units", type=_positive, default=256)
+    v.add_argument("--max-batch", type=_positive, default=16)
+    v.add_argument("--radix-bits", type=_positive, default=1)
+    v.add_argument("-o", "--output", default="-", help="file, or - for stdout")
+    return p
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from .demo import DEFAULT_SENTENCE, run_demo
+            run_demo(units=args.units, batch=args.batch, layer=args.layer,
+                     sentence=args.sentence or DEFAULT_SENTENCE, out=args.out)
+        elif args.command == "bench":
+            from ndpdimm.cosim.bench_gemv import run_bench
+            kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
+            run_bench(out=args.out, **kw)
+        elif args.command == "verilog":
+            from ndpdimm.hw.gemv_engine import engine_verilog
+            text = engine_verilog(n_units=args.units, max_batch=args.max_batch,
+                                  radix_bits=args.radix_bits)
+            if args.output == "-":
+                sys.stdout.write(text)
+            else:
+                with open(args.output, "w") as f:
+                    f.write(text)
+    except ValueError as e:
+        print(f"ndpdimm {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def console_main():
+    """Entry point of the ``ndpdimm`` script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_main()

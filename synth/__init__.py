@@ -1,0 +1,1 @@
+"""Yosys synthesis flow and area reports (issue 7)."""
