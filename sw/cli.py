@@ -34,6 +34,8 @@ def _parser():
     d.add_argument("--batch", type=_positive, default=4, help="tokens per GEMV batch (default 4)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
     d.add_argument("--sentence", default=None, help="input sentence")
+    d.add_argument("--threshold", type=float, default=0.02,
+                   help="a neuron is active if |GELU output| exceeds this for any token (default 0.02)")
     d.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")
 
     b = sub.add_parser("bench", help="measure GEMV engine MACs/cycle and simulation speed on RTL")
@@ -56,7 +58,8 @@ def main(argv=None):
         if args.command == "demo":
             from .demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,
-                     sentence=args.sentence or DEFAULT_SENTENCE, out=args.out)
+                     sentence=args.sentence or DEFAULT_SENTENCE, threshold=args.threshold,
+                     out=args.out)
         elif args.command == "bench":
             from ndpdimm.cosim.bench_gemv import run_bench
             kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}

@@ -4,8 +4,12 @@ What it does (all GEMVs run cycle by cycle on the Verilated engine RTL and are
 checked bit for bit against the golden model on every result beat):
 
 1. up projection, dense:      ``z = W_up h``           (1536 x 384, FP16)
-2. host: ``a = GELU(z + b)``; the neurons with ``a > 0`` for any token of the
-   batch are the *active* set (an oracle stand-in for a sparsity predictor)
+2. host: ``a = GELU(z + b)``; the neurons with ``|a| > threshold`` for any
+   token of the batch are the *active* set (an oracle stand-in for a sparsity
+   predictor). MiniLM uses GELU, so it is only weakly sparse: at the default
+   threshold 0.02 about 98 % of the neurons stay active for a batch of 4 and
+   the output moves by under 1 %; activation sparsity pays off on ReLU models
+   (the Hermes scenario).
 3. up projection, row gather: only the active rows of ``W_up``; must equal the
    dense result on those rows
 4. down projection, column gather over the active neurons:
@@ -40,9 +44,11 @@ def _peak_macs_per_cycle(shape: EngineShape, dtype: Dtype) -> float:
 
 
 def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=1,
-             out="build/demo/real_layer.json", log=print):
+             threshold=0.02, out="build/demo/real_layer.json", log=print):
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    if not threshold >= 0:
+        raise ValueError(f"threshold must be >= 0, got {threshold}")
     t_start = time.monotonic()
     log(f"[demo] loading {layer=} of all-MiniLM-L6-v2 and capturing its MLP input ...")
     mlp = load_mlp_layer(layer, sentence)
@@ -60,7 +66,7 @@ def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     # 1 + 2 + 3 + 4 need the activation between the projections: host side, in golden math
     z = golden.gemv_dot(W_up, X, Dtype.FP16)
     a = torch.nn.functional.gelu(z + mlp.b_up)
-    active = torch.nonzero((a > 0).any(0)).flatten()
+    active = torch.nonzero((a.abs() > threshold).any(0)).flatten()
     H = a.to(fp16)
     jobs = [
         GemvJob("dense", Dtype.FP16, W_up, X, None, shape),
@@ -84,8 +90,7 @@ def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     up64 = golden.reference_f64_dense(W_up, X)
     down_dense64 = torch.matmul(a.to(torch.float64), mlp.W_down_t.to(torch.float64))
     up_err = (y_up.double() - up64).abs().max().item()
-    sparse_err = (y_down.double() - down_dense64).abs().max().item()
-    sparse_rel = sparse_err / down_dense64.abs().max().item()
+    sparse_rel = ((y_down.double() - down_dense64).norm() / down_dense64.norm()).item()
 
     rows = []
     peak = _peak_macs_per_cycle(shape, Dtype.FP16)
@@ -107,11 +112,11 @@ def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=
         "source_of_numbers": "cycles: RTL simulation; errors: golden model vs float64",
         "engine": {"n_units": units, "max_batch": shape.max_batch, "radix_bits": shape.radix_bits,
                    "clock_ghz": 1.0},
-        "tokens": tokens, "active_neurons": len(active), "neurons": W_up.shape[0],
+        "tokens": tokens, "active_threshold": threshold,
+        "active_neurons": len(active), "neurons": W_up.shape[0],
         "bit_exact_vs_golden": True,
         "up_proj_max_abs_error_vs_float64": up_err,
-        "mlp_output_sparse_vs_dense_max_abs_error": sparse_err,
-        "mlp_output_sparse_vs_dense_relative_error": sparse_rel,
+        "mlp_output_sparse_vs_dense_relative_l2_error": sparse_rel,
         "operations": rows,
         "simulated_cycles": stats["cycles_simulated"],
         "cocotb_cycles_per_second": stats["cycles_simulated"] / max(stats["wall_seconds"], 1e-9),
@@ -127,8 +132,8 @@ def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     log("")
     log("every result beat matched the golden model bit for bit (FP32 accumulation, sequential order)")
     log(f"up projection max |error| vs float64: {up_err:.3g}")
-    log(f"MLP output with {len(active)}/{W_up.shape[0]} active neurons vs dense float64: "
-        f"max |error| {sparse_err:.3g} ({100 * sparse_rel:.2f} % of max |y|)")
+    log(f"MLP output with {len(active)}/{W_up.shape[0]} active neurons (|a| > {threshold}) vs "
+        f"dense float64: relative L2 error {100 * sparse_rel:.2f} %")
     log(f"simulated {stats['cycles_simulated']:,} cycles at "
         f"{result['cocotb_cycles_per_second']:,.0f} cycles/s (cocotb + Verilator)")
     if out:
