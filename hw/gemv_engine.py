@@ -40,8 +40,8 @@ Peak MACs/cycle (all units busy) = ``n_units * lanes / P``, independent of the
 batch size: at 256 units FP16 186.2, BF16 256, INT8 256. Weight bytes the
 engine can consume per cycle = ``n_units * 16 / (batch * P)``: at 256 units
 and batch 1 that is 372 (FP16) / 512 (BF16) / 256 (INT8) B/cycle, above the
-102.4 B/cycle a DIMM's four ranks deliver at 1 GHz, so batch-1 GEMV is
-DRAM-bound, and compute-bound from batch 4 (FP16) up.
+102.4 B/cycle a DIMM's four ranks deliver at 1 GHz. So a GEMV is DRAM-bound
+below batch 4 (FP16), 5 (BF16) or 3 (INT8) and compute-bound from there on.
 
 Per output group, after its last slot, the accumulators are drained: one
 cycle to address the RAMs, then one result beat per cycle (DOT: 8 rows of one
