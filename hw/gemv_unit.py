@@ -13,11 +13,11 @@ cycle); ``load`` moves the finished lane products from the first to the second
 """
 
 from amaranth.hdl import Module
-from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In
 
-from .formats import ACC_BITS, WORD_BITS
-from .lane_reducer import ACC_LANES, LaneReducer, check_max_batch
+from .formats import WORD_BITS
+from .lane_reducer import LaneReducer, check_max_batch, lane_walk_members
 from .multiplier_unit import BitSerialMultiplierUnit, check_radix_bits
 
 __all__ = ["GemvUnit", "GEMV_UNIT_MODULE", "gemv_unit_signature"]
@@ -28,7 +28,6 @@ GEMV_UNIT_MODULE = "gemv_unit"
 
 def gemv_unit_signature(max_batch: int) -> wiring.Signature:
     """Ports of a GemvUnit (also used to instantiate it as a Verilog module)."""
-    row = range(max(check_max_batch(max_batch), 2))
     return wiring.Signature({
         "dtype": In(2),
         "axpy": In(1),
@@ -41,13 +40,7 @@ def gemv_unit_signature(max_batch: int) -> wiring.Signature:
         # reduce stage
         "load": In(1),
         "act_word": In(WORD_BITS),
-        "add": In(1),
-        "lane": In(range(ACC_LANES)),
-        "clear": In(1),
-        "last": In(1),
-        "row": In(row),
-        "read_row": In(row),
-        "acc_row": Out(data.ArrayLayout(ACC_BITS, ACC_LANES)),
+        **lane_walk_members(max_batch),
     })
 
 

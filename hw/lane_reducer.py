@@ -40,7 +40,7 @@ from .formats import ACC_BITS, WORD_BITS, Dtype
 from .fp32_arith import Fp32Adder, ProductToFp32
 from .multiplier_unit import FP_LANES, FP_MANT_BITS, INT_LANES
 
-__all__ = ["LaneReducer", "ACC_LANES"]
+__all__ = ["LaneReducer", "ACC_LANES", "lane_walk_members"]
 
 #: Accumulators per batch row (enough for INT8's 16 lanes in AXPY mode).
 ACC_LANES = INT_LANES
@@ -59,12 +59,26 @@ def check_max_batch(max_batch) -> int:
     return max_batch
 
 
+def lane_walk_members(max_batch: int) -> dict:
+    """The ports that walk the lanes and address the accumulator RAM (shared with GemvUnit)."""
+    row = range(max(check_max_batch(max_batch), 2))
+    return {
+        "add": In(1),
+        "lane": In(range(ACC_LANES)),
+        "clear": In(1),
+        "last": In(1),
+        "row": In(row),
+        # accumulator RAM read port (slot prefetch and result drain)
+        "read_row": In(row),
+        "acc_row": Out(data.ArrayLayout(ACC_BITS, ACC_LANES)),
+    }
+
+
 class LaneReducer(wiring.Component):
     """Per-unit lane reducer and accumulator RAM (see module docstring)."""
 
     def __init__(self, max_batch: int = 16):
         self.max_batch = check_max_batch(max_batch)
-        row = range(max(self.max_batch, 2))
         super().__init__({
             "dtype": In(2),
             "axpy": In(1),
@@ -74,15 +88,7 @@ class LaneReducer(wiring.Component):
             "act_word": In(WORD_BITS),
             "fp_mant": In(data.ArrayLayout(FP_MANT_BITS, FP_LANES)),
             "int_prod": In(data.ArrayLayout(signed(16), INT_LANES)),
-            # lane walk
-            "add": In(1),
-            "lane": In(range(ACC_LANES)),
-            "clear": In(1),
-            "last": In(1),
-            "row": In(row),
-            # accumulator RAM read port (slot prefetch and result drain)
-            "read_row": In(row),
-            "acc_row": Out(data.ArrayLayout(ACC_BITS, ACC_LANES)),
+            **lane_walk_members(self.max_batch),
         })
 
     def elaborate(self, platform):

@@ -9,7 +9,6 @@ import random
 
 import numpy as np
 import pytest
-import torch
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment, Module, Signal
 from amaranth.sim import Simulator

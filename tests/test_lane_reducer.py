@@ -12,7 +12,6 @@ import torch
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim import golden
-from ndpdimm.cosim.gemv_cases import SPECIAL_BITS
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.lane_reducer import LaneReducer
 
