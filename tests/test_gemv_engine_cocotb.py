@@ -30,7 +30,7 @@ def test_corner_cases(params):
 
 @pytest.mark.parametrize("params,seed", [(SMALL, 11), (ODD, 12)], ids=["u4b4r1", "u3b3r3"])
 def test_random_traffic(params, seed):
-    run_bench(params, "random_traffic", seed=seed, gemv_jobs=18)
+    run_bench(params, "random_traffic", seed=seed, gemv_jobs=45)
 
 
 def test_reserved_dtype_and_checker():
@@ -55,7 +55,7 @@ REGRESSION = [
 @pytest.mark.parametrize("params", REGRESSION, ids=lambda p: "u{n_units}b{max_batch}r{radix_bits}".format(**p))
 @pytest.mark.parametrize("seed", [101, 202, 303])
 def test_regression_random(params, seed):
-    run_bench(params, "random_traffic", seed=seed, gemv_jobs=45, gemv_max_in=80)
+    run_bench(params, "random_traffic", seed=seed, gemv_jobs=120, gemv_max_in=80)
 
 
 @pytest.mark.sim
