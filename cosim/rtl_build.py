@@ -26,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -228,9 +229,18 @@ def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
     return _verilog_memo[key]
 
 
+_SRC_ATTRIBUTE = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
+
+
 def _build_hash(verilog_text: str, flags, toplevel: str) -> str:
+    """Hash of everything that decides the built model.
+
+    Amaranth tags every Verilog item with ``(* src = "file.py:line" *)``; those
+    attributes are dropped before hashing, so editing a comment or moving code
+    in a Python file does not force a rebuild of an unchanged design.
+    """
     h = hashlib.sha256()
-    for part in (verilog_text, "\0".join(flags), verilator_version(),
+    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), verilator_version(),
                  importlib.metadata.version("cocotb"),  # its VPI library and main() are linked in
                  toplevel):
         h.update(part.encode())
