@@ -31,7 +31,7 @@ def _parser():
 
     d = sub.add_parser("demo", help="run a real MLP layer (all-MiniLM-L6-v2) on the GEMV engine RTL")
     d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
-    d.add_argument("--batch", type=_positive, default=4, help="tokens per GEMV batch (default 4)")
+    d.add_argument("--batch", type=_positive, default=2, help="tokens per GEMV batch (default 2)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
     d.add_argument("--sentence", default=None, help="input sentence")
     d.add_argument("--threshold", type=float, default=0.02,

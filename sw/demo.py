@@ -7,9 +7,9 @@ checked bit for bit against the golden model on every result beat):
 2. host: ``a = GELU(z + b)``; the neurons with ``|a| > threshold`` for any
    token of the batch are the *active* set (an oracle stand-in for a sparsity
    predictor). MiniLM uses GELU, so it is only weakly sparse: at the default
-   threshold 0.02 about 98 % of the neurons stay active for a batch of 4 and
-   the output moves by under 1 %; activation sparsity pays off on ReLU models
-   (the Hermes scenario).
+   threshold 0.02 nearly all neurons stay active (98.5 % for a batch of 4,
+   with 0.76 % relative L2 error of the layer output); activation sparsity
+   pays off on ReLU models (the Hermes scenario).
 3. up projection, row gather: only the active rows of ``W_up``; must equal the
    dense result on those rows
 4. down projection, column gather over the active neurons:
@@ -43,7 +43,7 @@ def _peak_macs_per_cycle(shape: EngineShape, dtype: Dtype) -> float:
     return shape.n_units * dtype.info.lanes / slot_cycles(dtype, shape.radix_bits)
 
 
-def run_demo(units=16, batch=4, layer=3, sentence=DEFAULT_SENTENCE, first_token=1,
+def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=1,
              threshold=0.02, out="build/demo/real_layer.json", log=print):
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
