@@ -25,37 +25,14 @@ import time
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.gemv_cases import corner_jobs, random_job, random_values
 from ndpdimm.cosim.gemv_engine_model import compare_beats, expected_beats_from_traffic
 from ndpdimm.cosim.gemv_job import EngineShape, GemvJob
+from ndpdimm.cosim.benches.cocotb_streams import StreamSource, reset
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.formats import Dtype, gemv_command_layout, result_beat_layout, slot_cycles
-
-
-class StreamSource:
-    """Driver: presents items one by one, with random idle cycles between them."""
-
-    def __init__(self, valid, payload, items, rng, idle_prob):
-        self.valid, self.payload = valid, payload
-        self.items, self.next = list(items), 0
-        self.rng, self.idle_prob = rng, idle_prob
-        self.holding = False
-
-    def drive(self):
-        if not self.holding and self.next < len(self.items) and self.rng.random() >= self.idle_prob:
-            self.payload.value = self.items[self.next]
-            self.holding = True
-        self.valid.value = int(self.holding)
-
-    def accepted(self):
-        self.holding = False
-        self.next += 1
-
-    @property
-    def exhausted(self):
-        return self.next == len(self.items)
 
 
 class GemvEngineTB:
@@ -73,13 +50,7 @@ class GemvEngineTB:
 
     async def reset(self):
         d = self.dut
-        for sig in (d.cmd__valid, d.weights__valid, d.acts__valid, d.results__ready):
-            sig.value = 0
-        d.rst.value = 1
-        for _ in range(3):
-            await RisingEdge(d.clk)
-        d.rst.value = 0
-        await RisingEdge(d.clk)
+        await reset(d, (d.cmd__valid, d.weights__valid, d.acts__valid, d.results__ready))
 
     def _decode_result(self, bits):
         v = self.result_layout.from_bits(bits)

@@ -29,8 +29,9 @@ from collections import deque
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly
 
+from ndpdimm.cosim.benches.cocotb_streams import StreamSource, reset
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.sram import READ_LATENCY, SramGeometry
 
@@ -268,30 +269,6 @@ class SramScoreboard:
 
 # ---- cocotb test bench --------------------------------------------------------------------
 
-class RequestSource:
-    """Driver of one port's ``req``: presents items one by one, random idle cycles between."""
-
-    def __init__(self, valid, payload, items, rng, idle_prob):
-        self.valid, self.payload = valid, payload
-        self.items, self.next = items, 0
-        self.rng, self.idle_prob = rng, idle_prob
-        self.holding = False
-
-    def drive(self):
-        if not self.holding and self.next < len(self.items) and self.rng.random() >= self.idle_prob:
-            self.payload.value = self.items[self.next]
-            self.holding = True
-        self.valid.value = int(self.holding)
-
-    def accepted(self):
-        self.holding = False
-        self.next += 1
-
-    @property
-    def exhausted(self):
-        return self.next == len(self.items)
-
-
 class SramTB:
     def __init__(self, dut, corrupt_read=None):
         self.dut = dut
@@ -311,14 +288,7 @@ class SramTB:
         cocotb.start_soon(Clock(dut.clk, 1, unit="ns").start())
 
     async def reset(self):
-        d = self.dut
-        for sig in self.req_valid + self.resp_ready:
-            sig.value = 0
-        d.rst.value = 1
-        for _ in range(3):
-            await RisingEdge(d.clk)
-        d.rst.value = 0
-        await RisingEdge(d.clk)
+        await reset(self.dut, self.req_valid + self.resp_ready)
         await self.scrub()
 
     async def scrub(self):
@@ -338,7 +308,7 @@ class SramTB:
         idle = self.idle if idle is None else idle
         stall = self.stall if stall is None else stall
         P = self.sram.n_ports
-        sources = [RequestSource(self.req_valid[p], self.req_payload[p],
+        sources = [StreamSource(self.req_valid[p], self.req_payload[p],
                                  [self.codec.encode(r) for r in traffic[p]], rng, idle)
                    for p in range(P)]
         total = sum(len(t) for t in traffic)

@@ -1,0 +1,44 @@
+"""Stream driver shared by the cocotb benches (one place, not copied per bench).
+
+Benches drive at the falling clock edge and sample in the ReadOnly phase that
+follows; ``StreamSource.drive`` is the falling-edge half, ``accepted`` is
+called by the bench when it saw ``valid & ready`` in ReadOnly.
+"""
+
+__all__ = ["StreamSource", "reset"]
+
+
+class StreamSource:
+    """Driver: presents items one by one, with random idle cycles between them."""
+
+    def __init__(self, valid, payload, items, rng, idle_prob):
+        self.valid, self.payload = valid, payload
+        self.items, self.next = list(items), 0
+        self.rng, self.idle_prob = rng, idle_prob
+        self.holding = False
+
+    def drive(self):
+        if not self.holding and self.next < len(self.items) and self.rng.random() >= self.idle_prob:
+            self.payload.value = self.items[self.next]
+            self.holding = True
+        self.valid.value = int(self.holding)
+
+    def accepted(self):
+        self.holding = False
+        self.next += 1
+
+    @property
+    def exhausted(self):
+        return self.next == len(self.items)
+
+
+async def reset(dut, idle_signals, cycles=3):
+    """Hold ``rst`` for ``cycles`` clock edges with every handshake signal in ``idle_signals`` low."""
+    from cocotb.triggers import RisingEdge
+    for sig in idle_signals:
+        sig.value = 0
+    dut.rst.value = 1
+    for _ in range(cycles):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
