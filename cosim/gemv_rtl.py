@@ -37,13 +37,28 @@ class RtlJobResult:
         return torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)
 
 
+def _job_progress(log, n_jobs):
+    """Turn the bench's per-job log lines into ``[rtl] k/n label: cycles`` reports."""
+    done = [0]
+
+    def report(line):
+        if " cycles (" in line and "cocotb.gemv_engine" in line:
+            done[0] += 1
+            log(f"[rtl] {done[0]}/{n_jobs} {line.split('cocotb.gemv_engine', 1)[1].strip()}")
+    return report
+
+
 def engine_params(shape: EngineShape) -> dict:
     return {"n_units": shape.n_units, "max_batch": shape.max_batch, "radix_bits": shape.radix_bits,
             "index_bits": shape.index_bits, "step_bits": shape.step_bits}
 
 
-def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=False):
-    """Run ``jobs`` (all with the same ``EngineShape``) on one RTL build; returns results + stats."""
+def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=False,
+             log=print):
+    """Run ``jobs`` (all with the same ``EngineShape``) on one RTL build; returns results + stats.
+
+    Each finished job is reported through ``log`` while the simulation runs.
+    """
     if not jobs:
         raise ValueError("no jobs to run")
     shape = jobs[0].shape
@@ -58,7 +73,7 @@ def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=F
                     "idle": idle, "stall": stall, "result_file": str(result_file)}, job_file)
         result = rtl_build.run("gemv_engine", FACTORY, params, BENCH, testcase="run_job_file",
                                seed=seed, extra_env={"GEMV_JOB_FILE": str(job_file)},
-                               echo_log=echo_log)
+                               echo_log=echo_log, progress=_job_progress(log, len(jobs)))
         result.check()
         saved = torch.load(result_file, weights_only=False)
     outputs = [RtlJobResult(o["label"], o["bits"].numpy().astype(np.uint32), int(o["cycles"]),

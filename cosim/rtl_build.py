@@ -373,9 +373,39 @@ def _parse_results(xml_path: Path):
     return num_tests, num_failed, failed
 
 
+class _LogFollower:
+    """Calls ``callback(line)`` for each line appended to ``path``, from a background thread."""
+
+    def __init__(self, path: Path, callback, interval=0.5):
+        self.path, self.callback, self.interval = path, callback, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self):
+        offset, pending = 0, ""
+        while True:
+            stopping = self._stop.wait(self.interval)
+            if self.path.exists():
+                with open(self.path, errors="replace") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                    offset = f.tell()
+                pending += chunk
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    self.callback(line)
+            if stopping:
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
 def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str, *,
         testcase=None, seed=None, extra_env=None, waves=False, build_root=None,
-        echo_log=True) -> RunResult:
+        echo_log=True, progress=None) -> RunResult:
     """Build (cached) and run the cocotb ``test_module`` on it in a fresh simulator process.
 
     Each run gets its own directory ``<build_dir>/runs/<uuid>/`` (results XML,
@@ -385,6 +415,8 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
     tests) unless ``echo_log`` is false. A failing bench does not raise here:
     call ``.check()``. ``waves`` records ``dump.fst``/``dump.vcd`` in the run
     directory (see :func:`build`); ``testcase`` is a name or list of names.
+    ``progress``, if given, is called with every new line of the simulator log
+    while the simulation runs (for progress reports on long runs).
     """
     from cocotb_tools.runner import get_runner
 
@@ -405,6 +437,7 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
     exit_code = 0
     start = time.monotonic()
     runner = get_runner("verilator")
+    follower = _LogFollower(log_path, progress) if progress else None
     try:
         with _patched_environ(env):
             # The runner sys.exit()s on failing tests when it sees PYTEST_CURRENT_TEST
@@ -418,6 +451,9 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
         exit_code = e.code
     except RuntimeError as e:
         sim_error = f"simulator failed to run: {e}"
+    finally:
+        if follower:
+            follower.stop()
     seconds = time.monotonic() - start
 
     if echo_log:
