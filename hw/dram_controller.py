@@ -6,9 +6,14 @@ carrying a 64 B burst address and a tag. Every cycle at most one request is
 taken: the arbiter considers the head of each stream whose target rank's
 queue has room, and picks by ``policy``:
 
-* ``"host_first"``: host whenever it can go (NDP fills the gaps);
+* ``"host_first"``: host whenever it can go (NDP fills the gaps), and host
+  requests are *urgent* inside the rank schedulers (served before NDP row
+  hits, allowed to close NDP rows);
 * ``"ndp_first"``: the reverse;
-* ``"fair"``: alternate when both can go (round robin).
+* ``"fair"``: alternate when both can go (round robin), plain FR-FCFS inside.
+
+Priority at the door alone does not work: admitted host requests are row
+misses that FR-FCFS would leave behind a stream of NDP row hits.
 
 The address is decoded with the same field layout as ``AddressMap`` (the
 Python model and the runtime use the identical function), and the request is
@@ -114,6 +119,8 @@ class DramController(wiring.Component):
                 p.row.eq(field(chosen.burst, "row")),
                 p.column.eq(field(chosen.burst, "column")),
                 p.tag.eq(Cat(chosen.tag, pick_host)),
+                p.urgent.eq({"host_first": pick_host, "ndp_first": ~pick_host,
+                             "fair": 0}[self.policy]),
                 self.cmd[r].eq(s.cmd),
                 self.data_valid[r].eq(s.data_valid),
                 self.data_write[r].eq(s.data_write),

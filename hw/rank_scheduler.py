@@ -19,6 +19,11 @@ age order. Each cycle the scheduler issues at most one command (``cmd``):
    ACT if its bank is closed, or PRE if its bank holds another row that no
    queued request wants, when legal this cycle.
 
+Requests marked ``urgent`` go first in both choices (the oldest urgent one
+wins over any older normal one), and an urgent request may precharge a row
+that only normal requests still want: this is how the controller's host or
+NDP priority acts inside the queue, not only at its door.
+
 Legality comes from down-counters: per bank (ACT after tRC/tRP, RD/WR after
 tRCD, PRE after tRAS/tRTP/write recovery), per bank group (tCCD_S/L,
 tRRD_S/L, tWTR_S/L), per rank (tFAW window of four ACTs, read-to-write
@@ -64,6 +69,7 @@ def request_layout(org: DramOrganization, tag_bits: int) -> data.StructLayout:
         "row": _bits(org.rows_per_bank),
         "column": _bits(org.bursts_per_row),
         "tag": tag_bits,
+        "urgent": 1,
     })
 
 
@@ -183,21 +189,28 @@ class RankScheduler(wiring.Component):
                 col_ready[i].eq(hit[i] & col_ok[b] & ccd_ok[e.bank_group] &
                                 Mux(e.write, c_rtw.ready, wtr_ok[e.bank_group])),
             ]
-        # wanted[b]: some queued request hits bank b's open row
+        # wanted[b]: some queued request (wanted_urgent: some urgent one) hits bank b's open row
         wanted = Signal(n_banks)
+        wanted_urgent = Signal(n_banks)
         for b in range(n_banks):
-            m.d.comb += wanted[b].eq(sum((hit[i] & (bank_index(q[i].bank_group, q[i].bank) == b))
-                                         for i in range(Q)) != 0)
+            in_b = [hit[i] & (bank_index(q[i].bank_group, q[i].bank) == b) for i in range(Q)]
+            m.d.comb += [wanted[b].eq(sum(in_b) != 0),
+                         wanted_urgent[b].eq(sum(x & q[i].urgent for i, x in enumerate(in_b)) != 0)]
 
-        # oldest column-ready entry, oldest non-hit entry
+        # oldest column-ready entry, oldest non-hit entry; urgent entries first
         col_sel = Signal(range(Q))
         col_any = Signal()
         miss_sel = Signal(range(Q))
         miss_any = Signal()
+        urgent_col = Signal(Q)
+        urgent_miss = Signal(Q)
+        for i in range(Q):
+            m.d.comb += [urgent_col[i].eq(col_ready[i] & q[i].urgent),
+                         urgent_miss[i].eq(q_valid[i] & ~hit[i] & q[i].urgent)]
         for i in reversed(range(Q)):
-            with m.If(col_ready[i]):
+            with m.If(Mux(urgent_col != 0, urgent_col[i], col_ready[i])):
                 m.d.comb += [col_sel.eq(i), col_any.eq(1)]
-            with m.If(q_valid[i] & ~hit[i]):
+            with m.If(Mux(urgent_miss != 0, urgent_miss[i], q_valid[i] & ~hit[i])):
                 m.d.comb += [miss_sel.eq(i), miss_any.eq(1)]
 
         # ---- command choice ---------------------------------------------------------------
@@ -240,7 +253,8 @@ class RankScheduler(wiring.Component):
                 with m.If(act_ok[miss_b] & rrd_ok[miss_e.bank_group] & faw_ok):
                     m.d.comb += [kind.eq(DramCommand.ACT), cbg.eq(miss_e.bank_group),
                                  cbank.eq(miss_e.bank), crow.eq(miss_e.row)]
-            with m.Elif(pre_ok[miss_b] & ~wanted.bit_select(miss_b, 1)):
+            # an urgent request may close a row that only non-urgent requests still want
+            with m.Elif(pre_ok[miss_b] & ~Mux(miss_e.urgent, wanted_urgent, wanted).bit_select(miss_b, 1)):
                 m.d.comb += [kind.eq(DramCommand.PRE), cbg.eq(miss_e.bank_group),
                              cbank.eq(miss_e.bank)]
 
