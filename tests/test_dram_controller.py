@@ -21,13 +21,12 @@ ORG, TIMING = load_dram_config()
 AMAP = AddressMap(ORG)
 
 
-def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16, seed=0):
+def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
     dut = DramController(ORG, TIMING, policy=policy)
     checker = TimingChecker(ORG, TIMING)
     sim = Simulator(dut)
     sim.add_clock(1e-9)
-    rng = random.Random(seed)
-    pending = {}                     # (is_host, tag) -> (burst, write, accept cycle)
+    pending = {}                     # (is_host, tag) -> (burst, write, cycle first offered)
     served = []
     host_latency = []
 
