@@ -25,15 +25,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from ndpdimm.hw.formats import Dtype, slot_cycles
+from ndpdimm.hw.dram_config import load_dram_config, peak_bandwidth_bytes_per_s
+from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, peak_macs_per_cycle
 from .gemv_cases import random_values
 from .gemv_job import EngineShape, GemvJob
 from .gemv_rtl import run_jobs
 
 __all__ = ["run_bench", "DIMM_DRAM_BYTES_PER_CYCLE"]
 
-#: 4 ranks x 25.6 GB/s at the 1 GHz NDP clock (SPEC section 1).
-DIMM_DRAM_BYTES_PER_CYCLE = 102.4
+#: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,
+#: derived from the DRAM configuration (hw/configs/ddr4-3200.toml).
+DIMM_DRAM_BYTES_PER_CYCLE = round(peak_bandwidth_bytes_per_s(*load_dram_config()) / NDP_CLOCK_HZ, 6)
 BATCHES = (1, 2, 4, 8, 16)
 
 
@@ -68,7 +70,7 @@ def bench_jobs(shape: EngineShape, k: int, seed=2026):
 def run_bench(units=256, k=512, max_batch=16, out="bench/results/gemv_engine.json", log=print):
     shape = EngineShape(n_units=units, max_batch=max_batch)
     jobs, labels = bench_jobs(shape, k)
-    total_est = sum(j.n_groups * j.n_steps * j.batch * slot_cycles(j.dtype, 1) for j in jobs)
+    total_est = sum(j.estimated_cycles for j in jobs)
     log(f"[bench] GEMV engine, {units} units, max batch {max_batch}: {len(jobs)} jobs, "
         f"~{total_est:,} cycles on the RTL (the first run builds the Verilator model; "
         f"at 256 units that takes a while, later runs reuse it)")
@@ -76,8 +78,7 @@ def run_bench(units=256, k=512, max_batch=16, out="bench/results/gemv_engine.jso
     outputs, stats = run_jobs(jobs, labels)
     points = []
     for job, res in zip(jobs, outputs):
-        P = slot_cycles(job.dtype, shape.radix_bits)
-        peak = shape.n_units * job.lanes / P
+        peak = peak_macs_per_cycle(shape.n_units, job.dtype, shape.radix_bits)
         mpc = job.macs / res.cycles
         bpc = job.weight_bytes / res.cycles
         points.append({

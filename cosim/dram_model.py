@@ -127,19 +127,24 @@ class SparseStore:
             raise ValueError(f"range [{addr:#x}, {addr + n:#x}) is outside the store "
                              f"(0..{self.capacity_bytes:#x})")
 
-    def read(self, addr: int, n: int) -> bytes:
-        """``n`` bytes from ``addr``; untouched bytes are zero (nothing is allocated)."""
-        self._check_range(addr, n)
-        out = bytearray(n)
+    def _chunks(self, addr: int, n: int):
+        """Split ``[addr, addr+n)`` at page boundaries: yields (page, offset in page, pos, length)."""
         pos = 0
         while pos < n:
             a = addr + pos
             page, off = a >> self._shift, a & (self.page_bytes - 1)
             chunk = min(n - pos, self.page_bytes - off)
+            yield page, off, pos, chunk
+            pos += chunk
+
+    def read(self, addr: int, n: int) -> bytes:
+        """``n`` bytes from ``addr``; untouched bytes are zero (nothing is allocated)."""
+        self._check_range(addr, n)
+        out = bytearray(n)
+        for page, off, pos, chunk in self._chunks(addr, n):
             data = self._pages.get(page)
             if data is not None:
                 out[pos:pos + chunk] = data[off:off + chunk]
-            pos += chunk
         return bytes(out)
 
     def write(self, addr: int, data) -> None:
@@ -151,16 +156,11 @@ class SparseStore:
                              f"got {type(data).__name__}") from None
         n = len(view)
         self._check_range(addr, n)
-        pos = 0
-        while pos < n:
-            a = addr + pos
-            page, off = a >> self._shift, a & (self.page_bytes - 1)
-            chunk = min(n - pos, self.page_bytes - off)
+        for page, off, pos, chunk in self._chunks(addr, n):
             buf = self._pages.get(page)
             if buf is None:
                 buf = self._pages[page] = bytearray(self.page_bytes)
             buf[off:off + chunk] = view[pos:pos + chunk]
-            pos += chunk
 
     @property
     def touched_bytes(self) -> int:

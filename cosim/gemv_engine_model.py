@@ -16,7 +16,7 @@ import torch
 from ndpdimm.hw.formats import RESULT_LANES, WORD_BITS, Dtype, GemvMode
 from . import golden
 
-__all__ = ["expected_beats_from_traffic", "compare_beats"]
+__all__ = ["expected_beats_from_traffic", "beats_from_results", "compare_beats"]
 
 
 def _unpack_words(words: list, n_words_each: int, dtype: Dtype) -> np.ndarray:
@@ -47,13 +47,9 @@ def expected_beats_from_traffic(command: dict, weight_beats: list, act_words: li
     if len(act_words) != n_groups * n_steps * batch:
         raise AssertionError(f"observed {len(act_words)} activation words, command needs "
                              f"{n_groups * n_steps * batch}")
-    acc_dtype = np.uint32
-    beats = []
+    bits = np.zeros((batch, n_groups * opg), dtype=np.uint32)
     for g in range(n_groups):
-        lo, hi = g * opg, min((g + 1) * opg, n_out)
-        if n_steps == 0:
-            y = np.zeros((batch, opg), dtype=acc_dtype)
-        else:
+        if n_steps:
             w = _unpack_words(weight_beats[g * n_steps:(g + 1) * n_steps], n_units, dtype)
             w = w.reshape(n_steps, n_units, lanes)                              # [S, U, L]
             x = _unpack_words(act_words[g * n_steps * batch:(g + 1) * n_steps * batch], 1, dtype)
@@ -66,14 +62,24 @@ def expected_beats_from_traffic(command: dict, weight_beats: list, act_words: li
                 Wt = _elements(w.reshape(n_steps, n_units * lanes), dtype)
                 H = _elements(np.ascontiguousarray(x[:, :, 0].T), dtype)        # [B, S]
                 y_t = golden.gemv_col_gather(Wt, H, torch.arange(n_steps), dtype)
-            if y_t.dtype == torch.int32:
-                y = y_t.numpy().view(np.uint32)
-            else:
-                y = golden.f32_bits(y_t).numpy().astype(np.uint32)
+            bits[:, g * opg:(g + 1) * opg] = golden.result_bits(y_t)
+    return beats_from_results(bits[:, :n_out], opg)
+
+
+def beats_from_results(bits: np.ndarray, outs_per_group: int) -> list:
+    """[B, n_out] result bit patterns -> result-stream beats in the engine's emission order.
+
+    Per output group: batch element by batch element, 8 outputs per beat in
+    ascending index; ``last`` on the final beat.
+    """
+    batch, n_out = bits.shape
+    beats = []
+    for lo in range(0, n_out, outs_per_group):
+        hi = min(lo + outs_per_group, n_out)
         for b in range(batch):
             for index in range(lo, hi, RESULT_LANES):
                 count = min(RESULT_LANES, hi - index)
-                data = [int(v) for v in y[b, index - lo:index - lo + count]]
+                data = [int(v) for v in bits[b, index:index + count]]
                 beats.append({"index": index, "batch": b, "count": count,
                               "data": data + [0] * (RESULT_LANES - count), "last": False})
     if beats:

@@ -14,8 +14,9 @@ import math
 import numpy as np
 import torch
 
-from ndpdimm.hw.formats import RESULT_LANES, Dtype, GemvMode, WORD_BITS
+from ndpdimm.hw.formats import WORD_BITS, Dtype, GemvMode, slot_cycles
 from . import golden
+from .gemv_engine_model import beats_from_results
 
 __all__ = ["GemvJob", "EngineShape", "OPS"]
 
@@ -125,6 +126,11 @@ class GemvJob:
         return self.batch * self.n_out * len(self.idx)
 
     @property
+    def estimated_cycles(self) -> int:
+        """Steady-state cycles of the multiply/reduce pipeline (no fill, no drain)."""
+        return self.n_groups * self.n_steps * self.batch * slot_cycles(self.dtype, self.shape.radix_bits)
+
+    @property
     def weight_bytes(self) -> int:
         """Weight bytes the engine consumes (what the DRAM must deliver)."""
         return self.n_groups * self.n_steps * self.shape.n_units * WORD_BITS // 8
@@ -187,27 +193,11 @@ class GemvJob:
 
     def result_bits(self, y: torch.Tensor | None = None) -> np.ndarray:
         """Result bit patterns [B, n_out] as uint32."""
-        y = self.expected() if y is None else y
-        if y.dtype == torch.int32:
-            return y.numpy().view(np.uint32)
-        return golden.f32_bits(y).numpy().astype(np.uint32)
+        return golden.result_bits(self.expected() if y is None else y)
 
     def expected_beats(self, y: torch.Tensor | None = None) -> list:
         """Result-stream beats in emission order: dicts(index, batch, count, data, last)."""
-        bits = self.result_bits(y)
-        opg, n_out = self.outs_per_group, self.n_out
-        beats = []
-        for g in range(self.n_groups):
-            lo, hi = g * opg, min((g + 1) * opg, n_out)
-            for b in range(self.batch):
-                for index in range(lo, hi, RESULT_LANES):
-                    count = min(RESULT_LANES, hi - index)
-                    data = [int(v) for v in bits[b, index:index + count]] + [0] * (RESULT_LANES - count)
-                    beats.append({"index": index, "batch": b, "count": count, "data": data,
-                                  "last": False})
-        if beats:
-            beats[-1]["last"] = True
-        return beats
+        return beats_from_results(self.result_bits(y), self.outs_per_group)
 
     def assemble(self, beats: list) -> np.ndarray:
         """Observed result beats -> [B, n_out] uint32 bit patterns (checks coverage)."""

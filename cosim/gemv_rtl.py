@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from . import rtl_build
+from .golden import result_values
 from .gemv_job import EngineShape, GemvJob
 
 __all__ = ["RtlJobResult", "run_jobs", "engine_params", "BENCH", "FACTORY"]
@@ -30,11 +31,7 @@ class RtlJobResult:
     wall_seconds: float
 
     def values(self, job: GemvJob) -> torch.Tensor:
-        t = torch.from_numpy(self.bits.astype(np.int64))
-        if job.dtype.info.is_float:
-            from .golden import bits_f32
-            return bits_f32(t)
-        return torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)
+        return result_values(self.bits.astype(np.int64), job.dtype.info.is_float)
 
 
 def _job_progress(log, n_jobs):

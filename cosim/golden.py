@@ -21,6 +21,7 @@ Every function validates its inputs first and raises ``ValueError`` naming the
 bad argument; nothing is simulated on bad input.
 """
 
+import numpy as np
 import torch
 
 from ndpdimm.hw.formats import Dtype
@@ -28,7 +29,7 @@ from ndpdimm.hw.formats import Dtype
 __all__ = [
     "CANONICAL_NAN", "TORCH_DTYPE",
     "f32_bits", "bits_f32", "elem_bits", "bits_elem", "canonical_nan",
-    "check_operand",
+    "check_operand", "result_bits", "result_values",
     "product_f32", "gemv_dot", "gemv_row_gather", "gemv_col_gather",
     "reference_f64_dense", "reference_f64_col_gather", "summation_error_bound",
 ]
@@ -77,6 +78,21 @@ def canonical_nan(y: torch.Tensor) -> torch.Tensor:
     if y.dtype != torch.float32:
         return y
     return torch.where(torch.isnan(y), bits_f32(CANONICAL_NAN), y)
+
+
+def result_bits(y: torch.Tensor) -> np.ndarray:
+    """GEMV results (float32 or int32 tensor) -> their 32-bit patterns as a uint32 array."""
+    if y.dtype == torch.int32:
+        return y.numpy().view(np.uint32)
+    return f32_bits(y).numpy().astype(np.uint32)
+
+
+def result_values(bits, is_float: bool) -> torch.Tensor:
+    """32-bit result patterns -> float32 (FP16/BF16 operations) or int32 (INT8) tensor."""
+    t = torch.as_tensor(bits, dtype=torch.int64)
+    if is_float:
+        return bits_f32(t)
+    return torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)
 
 
 def check_operand(name: str, t, dtype: Dtype, ndim: int) -> torch.Tensor:

@@ -17,7 +17,7 @@ from amaranth.lib import data
 __all__ = [
     "WORD_BITS", "ACC_BITS", "RESULT_LANES",
     "Dtype", "DtypeInfo", "GemvMode",
-    "serial_digits", "slot_cycles",
+    "serial_digits", "slot_cycles", "peak_macs_per_cycle", "check_int", "NDP_CLOCK_HZ",
     "weights_beat_layout", "result_beat_layout", "gemv_command_layout",
 ]
 
@@ -27,6 +27,15 @@ WORD_BITS = 128
 ACC_BITS = 32
 #: 32-bit results carried by one result-stream beat (256 bits, one SRAM word).
 RESULT_LANES = 8
+#: Clock of the NDP core (SPEC section 1).
+NDP_CLOCK_HZ = 1e9
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    """Return ``value`` if it is an integer in ``low..high``; else ``ValueError`` quoting it."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+    return value
 
 
 class Dtype(enum.IntEnum):
@@ -104,6 +113,12 @@ def slot_cycles(dtype: Dtype, radix_bits: int) -> int:
     """
     dtype = Dtype.parse(dtype)
     return max(serial_digits(dtype, radix_bits), dtype.info.lanes)
+
+
+def peak_macs_per_cycle(n_units: int, dtype: Dtype, radix_bits: int) -> float:
+    """MACs per cycle with every unit busy: ``n_units * lanes / slot_cycles``."""
+    dtype = Dtype.parse(dtype)
+    return n_units * dtype.info.lanes / slot_cycles(dtype, radix_bits)
 
 
 def weights_beat_layout(n_units: int) -> data.ArrayLayout:

@@ -56,19 +56,13 @@ from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, 
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .formats import (ACC_BITS, RESULT_LANES, WORD_BITS, Dtype, GemvMode, gemv_command_layout,
+from .formats import (ACC_BITS, RESULT_LANES, WORD_BITS, Dtype, GemvMode, check_int, gemv_command_layout,
                       result_beat_layout, serial_digits, weights_beat_layout)
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
 from .lane_reducer import check_max_batch
 from .multiplier_unit import check_radix_bits, max_serial_digits
 
 __all__ = ["GemvEngine", "engine_verilog"]
-
-
-def _check_int(name, value, low, high):
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return value
 
 
 class GemvEngine(wiring.Component):
@@ -94,11 +88,11 @@ class GemvEngine(wiring.Component):
     def __init__(self, n_units: int = 256, max_batch: int = 16, radix_bits: int = 1,
                  index_bits: int = 20, step_bits: int = 16, hierarchical: bool = False):
         self.hierarchical = bool(hierarchical)
-        self.n_units = _check_int("n_units", n_units, 1, 4096)
+        self.n_units = check_int("n_units", n_units, 1, 4096)
         self.max_batch = check_max_batch(max_batch)
         self.radix_bits = check_radix_bits(radix_bits)
-        self.index_bits = _check_int("index_bits", index_bits, 4, 30)
-        self.step_bits = _check_int("step_bits", step_bits, 1, 30)
+        self.index_bits = check_int("index_bits", index_bits, 4, 30)
+        self.step_bits = check_int("step_bits", step_bits, 1, 30)
         if n_units * Dtype.INT8.info.lanes >= 2 ** index_bits:
             raise ValueError(f"index_bits={index_bits} cannot count one output group of "
                              f"{n_units} units")
@@ -237,7 +231,6 @@ class GemvEngine(wiring.Component):
                 with m.If(a_slot_last):
                     m.d.sync += drain_pending.eq(1)
 
-        reducers = units
         # ---- drain ------------------------------------------------------------------
         group_outs = Mux(d_out_left < outs_per_group, d_out_left, outs_per_group)
         n_pos_m1 = ((group_outs + RESULT_LANES - 1) >> 3) - 1
@@ -249,23 +242,23 @@ class GemvEngine(wiring.Component):
 
         for u in range(U):
             m.d.comb += [
-                reducers[u].load.eq(transfer),
-                reducers[u].act_word.eq(act_reg),
-                reducers[u].add.eq(a_busy),
-                reducers[u].lane.eq(a_lane),
-                reducers[u].clear.eq(a_clear),
-                reducers[u].last.eq(a_at_last),
-                reducers[u].row.eq(a_b),
-                reducers[u].read_row.eq(Mux(transfer, sl_b, Mux(draining, d_read_row, a_b))),
+                units[u].load.eq(transfer),
+                units[u].act_word.eq(act_reg),
+                units[u].add.eq(a_busy),
+                units[u].lane.eq(a_lane),
+                units[u].clear.eq(a_clear),
+                units[u].last.eq(a_at_last),
+                units[u].row.eq(a_b),
+                units[u].read_row.eq(Mux(transfer, sl_b, Mux(draining, d_read_row, a_b))),
             ]
 
         # result data: DOT takes lane 0 of 8 consecutive units, AXPY 8 lanes of one unit
         zero = Const(0, ACC_BITS)
         dot_chunks = Array(
-            Cat(*[reducers[c * 8 + i].acc_row[0] if c * 8 + i < U else zero
+            Cat(*[units[c * 8 + i].acc_row[0] if c * 8 + i < U else zero
                   for i in range(RESULT_LANES)])
             for c in range((U + RESULT_LANES - 1) // RESULT_LANES))
-        axpy_rows = Array(reducers[u].acc_row.as_value() for u in range(U))
+        axpy_rows = Array(units[u].acc_row.as_value() for u in range(U))
         axpy_unit = Mux(is_int8, d_pos >> 1, d_pos)
         axpy_half = is_int8 & d_pos[0]
         axpy_row = axpy_rows[axpy_unit]

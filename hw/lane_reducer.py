@@ -36,7 +36,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .formats import ACC_BITS, WORD_BITS, Dtype
+from .formats import ACC_BITS, WORD_BITS, Dtype, check_int
 from .fp32_arith import Fp32Adder, ProductToFp32
 from .multiplier_unit import FP_LANES, FP_MANT_BITS, INT_LANES
 
@@ -54,9 +54,7 @@ ProductsLayout = data.UnionLayout({
 
 
 def check_max_batch(max_batch) -> int:
-    if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= 64:
-        raise ValueError(f"max_batch must be an integer in 1..64, got {max_batch!r}")
-    return max_batch
+    return check_int("max_batch", max_batch, 1, 64)
 
 
 def lane_walk_members(max_batch: int) -> dict:

@@ -34,7 +34,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .formats import WORD_BITS, Dtype, serial_digits
+from .formats import WORD_BITS, Dtype, check_int, serial_digits
 
 __all__ = ["BitSerialMultiplierUnit", "FP_LANES", "INT_LANES", "FP_MANT_BITS"]
 
@@ -49,11 +49,7 @@ def max_serial_digits(radix_bits: int) -> int:
 
 
 def check_radix_bits(radix_bits) -> int:
-    if not isinstance(radix_bits, int) or isinstance(radix_bits, bool) \
-            or not 1 <= radix_bits <= Dtype.FP16.info.serial_bits:
-        raise ValueError(f"radix_bits must be an integer in 1..{Dtype.FP16.info.serial_bits}, "
-                         f"got {radix_bits!r}")
-    return radix_bits
+    return check_int("radix_bits", radix_bits, 1, Dtype.FP16.info.serial_bits)
 
 
 def significand(bits, exp_bits: int, frac_bits: int):

@@ -61,27 +61,21 @@ def _bits(n):
     return max((n - 1).bit_length(), 1)
 
 
-def request_layout(org: DramOrganization, tag_bits: int) -> data.StructLayout:
-    return data.StructLayout({
-        "write": 1,
+def _coordinate_fields(org: DramOrganization) -> dict:
+    return {
         "bank_group": _bits(org.bank_groups),
         "bank": _bits(org.banks_per_group),
         "row": _bits(org.rows_per_bank),
         "column": _bits(org.bursts_per_row),
-        "tag": tag_bits,
-        "urgent": 1,
-    })
+    }
+
+
+def request_layout(org: DramOrganization, tag_bits: int) -> data.StructLayout:
+    return data.StructLayout({"write": 1, **_coordinate_fields(org), "tag": tag_bits, "urgent": 1})
 
 
 def command_layout(org: DramOrganization, tag_bits: int) -> data.StructLayout:
-    return data.StructLayout({
-        "kind": DramCommand,
-        "bank_group": _bits(org.bank_groups),
-        "bank": _bits(org.banks_per_group),
-        "row": _bits(org.rows_per_bank),
-        "column": _bits(org.bursts_per_row),
-        "tag": tag_bits,
-    })
+    return data.StructLayout({"kind": DramCommand, **_coordinate_fields(org), "tag": tag_bits})
 
 
 class _Countdown:
@@ -345,9 +339,6 @@ class RankScheduler(wiring.Component):
                      self.data_tag.eq(line_tag[depth])]
         for pos, cond, write in ((rd_pos, is_rd, 0), (wr_pos, is_wr, 1)):
             with m.If(cond):
-                if pos == 0:
-                    m.d.sync += [line_valid[1].eq(1), line_write[1].eq(write), line_tag[1].eq(ctag)]
-                else:
-                    m.d.sync += [line_valid[pos + 1].eq(1), line_write[pos + 1].eq(write),
-                                 line_tag[pos + 1].eq(ctag)]
+                m.d.sync += [line_valid[pos + 1].eq(1), line_write[pos + 1].eq(write),
+                             line_tag[pos + 1].eq(ctag)]
         return m

@@ -28,25 +28,21 @@ from pathlib import Path
 import torch
 
 from ndpdimm.cosim import golden
+from ndpdimm.cosim.bench_gemv import DIMM_DRAM_BYTES_PER_CYCLE
 from ndpdimm.cosim.gemv_job import EngineShape, GemvJob
 from ndpdimm.cosim.gemv_rtl import run_jobs
-from ndpdimm.hw.formats import Dtype, slot_cycles
+from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
 from .real_layer import DEFAULT_SENTENCE, load_mlp_layer
 
-__all__ = ["run_demo", "DIMM_DRAM_BYTES_PER_CYCLE"]
-
-#: 4 ranks x 25.6 GB/s at the 1 GHz NDP clock (SPEC section 1).
-DIMM_DRAM_BYTES_PER_CYCLE = 102.4
-
-
-def _peak_macs_per_cycle(shape: EngineShape, dtype: Dtype) -> float:
-    return shape.n_units * dtype.info.lanes / slot_cycles(dtype, shape.radix_bits)
+__all__ = ["run_demo"]
 
 
 def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=1,
              threshold=0.02, out="build/demo/real_layer.json", log=print):
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+    # one engine (max batch 16, the SPEC default) serves every batch size: one cached build
+    shape = EngineShape(n_units=units)
+    if not 1 <= batch <= shape.max_batch:
+        raise ValueError(f"batch must be in 1..{shape.max_batch}, got {batch}")
     if not threshold >= 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     t_start = time.monotonic()
@@ -57,7 +53,6 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
         raise ValueError(f"the sentence has {n_tokens} tokens; tokens {first_token}.."
                          f"{first_token + batch - 1} do not exist")
     tokens = mlp.tokens[first_token:first_token + batch]
-    shape = EngineShape(n_units=units, max_batch=max(batch, 1))
     fp16 = torch.float16
     W_up = mlp.W_up.to(fp16)
     W_down_t = mlp.W_down_t.to(fp16)
@@ -74,7 +69,7 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
         GemvJob("col_gather", Dtype.FP16, W_down_t, H, active, shape),
     ]
     labels = ["up proj, dense", "up proj, row gather (active)", "down proj, column gather (active)"]
-    est = sum(j.n_groups * j.n_steps * j.batch * slot_cycles(j.dtype, shape.radix_bits) for j in jobs)
+    est = sum(j.estimated_cycles for j in jobs)
     log(f"[demo] {mlp.name}: tokens {tokens}, batch {batch}; {len(active)} of "
         f"{W_up.shape[0]} neurons active ({100 * len(active) / W_up.shape[0]:.1f} %)")
     log(f"[demo] running 3 GEMVs on the RTL engine ({units} units, ~{est:,} cycles; the first "
@@ -93,7 +88,7 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     sparse_rel = ((y_down.double() - down_dense64).norm() / down_dense64.norm()).item()
 
     rows = []
-    peak = _peak_macs_per_cycle(shape, Dtype.FP16)
+    peak = peak_macs_per_cycle(shape.n_units, Dtype.FP16, shape.radix_bits)
     for job, res in zip(jobs, outputs):
         bpc = job.weight_bytes / res.cycles
         rows.append({

@@ -43,17 +43,12 @@ def run_reducer(dtype, axpy, slots, max_batch=4):
         ctx.set(dut.dtype, dtype)
         ctx.set(dut.axpy, axpy)
         for row, clear, weight, act in slots:
-            mant = lane_products(weight, act, Dtype.FP16 if dtype == Dtype.INT8 else dtype) \
-                if dtype != Dtype.INT8 else None
             ctx.set(dut.load, 1)
             ctx.set(dut.weight_word, weight)
             ctx.set(dut.act_word, act)
-            if dtype == Dtype.INT8:
-                for i, p in enumerate(lane_products(weight, act, dtype)):
-                    ctx.set(dut.int_prod[i], p)
-            else:
-                for i, p in enumerate(mant):
-                    ctx.set(dut.fp_mant[i], p)
+            products = dut.int_prod if dtype == Dtype.INT8 else dut.fp_mant
+            for i, p in enumerate(lane_products(weight, act, dtype)):
+                ctx.set(products[i], p)
             ctx.set(dut.read_row, row)
             ctx.set(dut.add, 0)
             await ctx.tick()
