@@ -3,9 +3,10 @@
 ``MemoryPortModel.serve`` is a testbench process standing in for the whole
 memory system (CDC, controller, DRAM): it accepts burst requests on every
 request lane with random back-pressure, applies writes at once (in acceptance
-order, lane 0 before lane 1 in a cycle), and returns each read on the response
-stream of the rank the ``AddressMap`` assigns to its address after a random
-latency, in random order - the freedom the real controller has. Data lives in
+order, lane 0 before lane 1 in a cycle), and answers every request on the
+response stream of the rank the ``AddressMap`` assigns to its address after a
+random latency, in random order - the freedom the real controller has: a read
+with its data, a write with an acknowledgement (data 0). Data lives in
 a ``SparseStore``; read data is taken when the request is accepted.
 
 The cocotb benches use the real controller and ``DramModel`` instead.
@@ -80,12 +81,13 @@ class MemoryPortModel:
                 if p.write:
                     self.writes += 1
                     self.store.write(addr, int(p.data).to_bytes(BURST_BYTES, "little"))
+                    data = 0
                 else:
                     self.reads += 1
-                    rank = self.address_map.decode_burst(addr).rank
-                    latency = self.rng.randint(self.min_latency, self.max_latency)
                     data = int.from_bytes(self.store.read(addr, BURST_BYTES), "little")
-                    pending[rank].append([cycle + latency, int(p.tag), data])
+                rank = self.address_map.decode_burst(addr).rank
+                latency = self.rng.randint(self.min_latency, self.max_latency)
+                pending[rank].append([cycle + latency, int(p.tag), data])
             for r in range(ranks):
                 if presenting[r] is not None and resp_ready[r]:
                     presenting[r] = None

@@ -13,11 +13,13 @@ later the relayout unit) is a *memory client* with the signature
   two lanes exist because the DRAM side accepts a request every DRAM cycle
   (1.6 per ns), more than one lane at 1 GHz can offer.
 * ``resp[r]`` for every rank ``r``: streams of :func:`memory_response_layout`
-  (``tag``, ``data``), one beat per *read*, in no particular order across or
-  within ranks (the rank schedulers reorder for row hits). Writes produce no
-  response; a write is visible to every later read *on the same lane*
-  (lanes are merged in the memory system in no fixed order), because the rank
-  schedulers never let a request pass an older one to the same burst.
+  (``tag``, ``data``), one beat per request, in no particular order across or
+  within ranks (the rank schedulers reorder for row hits). A read returns its
+  burst; a write returns an *acknowledgement* (``data`` undefined) once its
+  data has gone to the DRAM, so a client that has every ack of its writes
+  knows that any read issued afterwards, by anyone, sees them. The rank
+  schedulers never let a request pass an older one to the same burst, so
+  ordering between requests already in the controller is safe too.
 
 Flow control on ``resp``: a client may hold ``resp[r].ready`` low, but the
 DRAM cannot be stalled, so the memory system only issues a read when the
