@@ -194,10 +194,15 @@ def _log(msg):
 
 # --- build ------------------------------------------------------------------
 
-def _load_factory(elaboratable_factory: str):
-    module_name, sep, attr = elaboratable_factory.partition(":")
+def _split_factory(elaboratable_factory: str):
+    module_name, sep, attr = str(elaboratable_factory).partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"Elaboratable factory must be 'module:function', not {elaboratable_factory!r}")
+    return module_name, attr
+
+
+def _load_factory(elaboratable_factory: str):
+    module_name, attr = _split_factory(elaboratable_factory)
     obj = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
@@ -210,22 +215,39 @@ def _params_json(params) -> str:
     return json.dumps(params or {}, sort_keys=True, default=str)
 
 
+def _elaborate_here(toplevel: str, elaboratable_factory: str, params: dict) -> str:
+    from amaranth.back import verilog
+    component = _load_factory(elaboratable_factory)(**(params or {}))
+    if isinstance(component, str):
+        if f"module {toplevel}(" not in component and f"module {toplevel} (" not in component:
+            raise ValueError(f"{elaboratable_factory} returned Verilog without module {toplevel}")
+        return component
+    return verilog.convert(component, name=toplevel)
+
+
 def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
     """Verilog text of ``elaboratable_factory(**params)`` with top module ``toplevel``.
 
     The factory returns an Amaranth component, or Verilog text (a ``str``) that
     already defines module ``toplevel`` (e.g. a hierarchical netlist).
+
+    Elaboration runs in a child Python with ``PYTHONHASHSEED=0``: with more than one
+    clock domain Amaranth orders the domains' ports by string hashing, so the same
+    design would otherwise give different Verilog (and a needless rebuild) per process.
     """
+    _split_factory(elaboratable_factory)
     key = f"{toplevel}|{elaboratable_factory}|{_params_json(params)}"
     if key not in _verilog_memo:
-        from amaranth.back import verilog
-        component = _load_factory(elaboratable_factory)(**(params or {}))
-        if isinstance(component, str):
-            if f"module {toplevel}(" not in component and f"module {toplevel} (" not in component:
-                raise ValueError(f"{elaboratable_factory} returned Verilog without module {toplevel}")
-            _verilog_memo[key] = component
-        else:
-            _verilog_memo[key] = verilog.convert(component, name=toplevel)
+        code = ("import json, sys\n"
+                "from ndpdimm.cosim.rtl_build import _elaborate_here\n"
+                "sys.stdout.write(_elaborate_here(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))\n")
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run([sys.executable, "-c", code, toplevel, elaboratable_factory,
+                               json.dumps(params or {})], capture_output=True, text=True, env=env)
+        if proc.returncode:
+            raise RuntimeError(f"elaborating {elaboratable_factory}({params}) failed:\n"
+                               f"{proc.stderr[-4000:]}")
+        _verilog_memo[key] = proc.stdout
     return _verilog_memo[key]
 
 

@@ -38,7 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 __all__ = ["BURST_BYTES", "BURST_BITS", "CLIENT_TAG_BITS", "Status",
            "memory_request_layout", "memory_response_layout", "memory_client_signature",
-           "burst_address_bits"]
+           "burst_address_bits", "memory_server_signature"]
 
 #: One DRAM burst (BL8 on a x64 rank bus).
 BURST_BYTES = 64
@@ -92,4 +92,20 @@ def memory_client_signature(capacity_bytes: int, ranks: int, lanes: int = 2,
     return wiring.Signature({
         "req": Out(stream.Signature(memory_request_layout(capacity_bytes, tag_bits))).array(lanes),
         "resp": In(stream.Signature(memory_response_layout(tag_bits))).array(ranks),
+    })
+
+
+def memory_server_signature(capacity_bytes: int, ranks: int, lanes: int = 2,
+                            tag_bits: int = CLIENT_TAG_BITS) -> wiring.Signature:
+    """The same port seen from the memory side (``req`` lanes in, ``resp`` out).
+
+    Written out rather than as ``In(memory_client_signature(...))``: Amaranth
+    0.5's ``FlippedInterface`` cannot hand out array members (``flipped()`` of a
+    list raises), so a component that serves clients declares this with ``Out``.
+    ``wiring.connect`` accepts a client port and a server port as a pair.
+    """
+    memory_client_signature(capacity_bytes, ranks, lanes, tag_bits)      # same argument checks
+    return wiring.Signature({
+        "req": In(stream.Signature(memory_request_layout(capacity_bytes, tag_bits))).array(lanes),
+        "resp": Out(stream.Signature(memory_response_layout(tag_bits))).array(ranks),
     })

@@ -19,6 +19,12 @@ age order. Each cycle the scheduler issues at most one command (``cmd``):
    ACT if its bank is closed, or PRE if its bank holds another row that no
    queued request wants, when legal this cycle.
 
+A request never passes an older queued request to the same burst (same bank
+group, bank, row and column), so a read after a write returns the written
+data whatever the priorities. A column command also needs ``resp_space``:
+every RD/WR produces one response (data or write acknowledgement) that the
+controller must be able to buffer, because the DRAM cannot be stalled.
+
 Requests marked ``urgent`` go first in both choices (the oldest urgent one
 wins over any older normal one), and an urgent request may precharge a row
 that only normal requests still want: this is how the controller's host or
@@ -39,7 +45,7 @@ after its ACT) and ``refreshes`` are kept for performance reports.
 
 import enum
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -114,6 +120,7 @@ class RankScheduler(wiring.Component):
         super().__init__({
             "req": In(stream.Signature(self.req_layout)),
             "cmd": Out(self.cmd_layout),
+            "resp_space": In(1, init=1),
             "data_valid": Out(1),
             "data_write": Out(1),
             "data_tag": Out(tag_bits),
@@ -175,13 +182,19 @@ class RankScheduler(wiring.Component):
         # ---- per-entry readiness ------------------------------------------------------------
         hit = Signal(Q)
         col_ready = Signal(Q)
+        def same_burst(a, b):
+            return ((a.bank_group == b.bank_group) & (a.bank == b.bank) & (a.row == b.row) &
+                    (a.column == b.column))
+
         for i in range(Q):
             e = q[i]
             b = bank_index(e.bank_group, e.bank)
+            older_same = Cat(q_valid[j] & same_burst(q[j], e) for j in range(i)) if i else Const(0)
             m.d.comb += [
                 hit[i].eq(q_valid[i] & open_.bit_select(b, 1) & (open_row[b] == e.row)),
-                col_ready[i].eq(hit[i] & col_ok[b] & ccd_ok[e.bank_group] &
-                                Mux(e.write, c_rtw.ready, wtr_ok[e.bank_group])),
+                col_ready[i].eq(hit[i] & col_ok[b] & ccd_ok[e.bank_group] & self.resp_space &
+                                Mux(e.write, c_rtw.ready, wtr_ok[e.bank_group]) &
+                                (older_same == 0)),
             ]
         # wanted[b]: some queued request (wanted_urgent: some urgent one) hits bank b's open row
         wanted = Signal(n_banks)

@@ -43,7 +43,7 @@ def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
                 ctx.set(port.valid, item is not None)
                 if item is not None:
                     tag, (burst, write) = item
-                    ctx.set(port.payload, {"write": write, "burst": burst, "tag": tag % 256})
+                    ctx.set(port.payload, {"write": write, "burst": burst, "tag": tag % 256, "data": 0})
             for r in range(ORG.ranks):
                 cmd = ctx.get(dut.cmd[r])
                 kind = DramCommand(cmd.kind)
@@ -58,7 +58,7 @@ def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
                     checker.issue(cycle, "PRE", r, **args)
                 else:
                     checker.issue(cycle, kind.name, r, row=cmd.row, column=cmd.column, **args)
-                    key = (cmd.tag >> 8, cmd.tag & 0xFF)
+                    key = ((cmd.tag >> 8) & 1, cmd.tag & 0xFF)
                     burst, write, t0 = pending.pop(key)
                     coord = AMAP.decode_burst(burst * 64)
                     assert (coord.rank, coord.bank_group, coord.bank, coord.row, coord.column) == \

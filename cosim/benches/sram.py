@@ -31,7 +31,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ndpdimm.cosim.benches.cocotb_streams import StreamSource, reset
+from ndpdimm.cosim.benches.cocotb_streams import LayoutCodec, StreamSource, reset
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.sram import READ_LATENCY, SramGeometry
 
@@ -41,21 +41,11 @@ __all__ = ["RequestCodec", "SramScoreboard", "random_traffic", "sequential_traff
 
 # ---- requests --------------------------------------------------------------------------
 
-class RequestCodec:
-    """Packs/unpacks ``sram.request_layout`` with the layout's own field offsets (fast)."""
+class RequestCodec(LayoutCodec):
+    """Packs/unpacks ``sram.request_layout`` (see ``LayoutCodec``)."""
 
     def __init__(self, sram: SramGeometry):
-        self.fields = {name: (f.offset, f.width) for name, f in sram.request_layout}
-
-    def encode(self, req: dict) -> int:
-        bits = 0
-        for name, (offset, width) in self.fields.items():
-            bits |= (int(req[name]) & ((1 << width) - 1)) << offset
-        return bits
-
-    def decode(self, bits: int) -> dict:
-        return {name: (bits >> offset) & ((1 << width) - 1)
-                for name, (offset, width) in self.fields.items()}
+        super().__init__(sram.request_layout)
 
 
 def _request(sram, rng, addr, write_prob):
