@@ -39,7 +39,7 @@ a full FIFO - impossible by construction; the benches check it stays low.
 """
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from .address_map import DEFAULT_SCHEME
