@@ -18,7 +18,9 @@ it (sampled by the controller at the next rising edge).
 
 from collections import defaultdict
 
-from cocotb.triggers import FallingEdge
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, RisingEdge
 
 from ndpdimm.cosim.benches.cocotb_streams import LayoutCodec
 from ndpdimm.cosim.dram_model import DramModel
@@ -26,9 +28,24 @@ from ndpdimm.hw.address_map import DramCoord
 from ndpdimm.hw.memory_port import BURST_BITS, BURST_BYTES
 from ndpdimm.hw.rank_scheduler import DramCommand
 
-__all__ = ["DramDevice"]
+__all__ = ["DramDevice", "start_clocks"]
 
 _BURST_MASK = (1 << BURST_BITS) - 1
+
+
+async def start_clocks(dut, ndp_period_ps=1000, dram_period_ps=None, timing=None):
+    """Start the 1 GHz and DRAM clocks and reset both domains."""
+    dram_period_ps = dram_period_ps or round(timing.tCK_ns * 1000)
+    for clk, period in ((dut.clk, ndp_period_ps), (dut.dram_clk, dram_period_ps)):
+        # an odd period in ps (625 for DDR4-3200) gets a high phase one ps shorter than half
+        cocotb.start_soon(Clock(clk, period, unit="ps", period_high=period // 2).start())
+    dut.rst.value = 1
+    dut.dram_rst.value = 1
+    for _ in range(4):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    dut.dram_rst.value = 0
+    await RisingEdge(dut.clk)
 
 
 class DramDevice:

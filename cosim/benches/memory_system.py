@@ -27,32 +27,16 @@ import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.benches.cocotb_streams import LayoutCodec
-from ndpdimm.cosim.benches.dram_device import DramDevice
+from ndpdimm.cosim.benches.dram_device import DramDevice, start_clocks
 from ndpdimm.cosim.dram_model import DramModel
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.memory_port import BURST_BYTES, CLIENT_TAG_BITS, memory_request_layout
 from ndpdimm.hw.memory_system import memory_system_from_config
 
-__all__ = ["MemorySystemTB", "start_clocks"]
-
-
-async def start_clocks(dut, ndp_period_ps=1000, dram_period_ps=None, timing=None):
-    """Start the 1 GHz and DRAM clocks and reset both domains."""
-    dram_period_ps = dram_period_ps or round(timing.tCK_ns * 1000)
-    for clk, period in ((dut.clk, ndp_period_ps), (dut.dram_clk, dram_period_ps)):
-        # an odd period in ps (625 for DDR4-3200) gets a high phase one ps shorter than half
-        cocotb.start_soon(Clock(clk, period, unit="ps", period_high=period // 2).start())
-    dut.rst.value = 1
-    dut.dram_rst.value = 1
-    for _ in range(4):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
-    dut.dram_rst.value = 0
-    await RisingEdge(dut.clk)
+__all__ = ["MemorySystemTB"]
 
 
 class _Source:
