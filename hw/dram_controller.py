@@ -4,7 +4,9 @@ Two request streams enter - ``host`` (pass-through reads/writes from the
 memory channel) and ``ndp`` (the NDP core's weight streamer and DMA) - each
 carrying a 64 B burst address and a tag. Every cycle at most one request is
 taken: the arbiter considers the head of each stream whose target rank's
-queue has room, and picks by ``policy``:
+queue has room, and picks by the ``policy`` input (a run-time setting, so
+one build serves every policy; the constructor's ``policy`` is its reset
+value; encoding = index in ``POLICIES``, 3 behaves as ``fair``):
 
 * ``"host_first"``: host whenever it can go (NDP fills the gaps), and host
   requests are *urgent* inside the rank schedulers (served before NDP row
@@ -80,7 +82,7 @@ class DramController(wiring.Component):
                              f"{', '.join(REFRESH_MODES)}")
         if not isinstance(resp_depth, int) or not 2 <= resp_depth <= 1024:
             raise ValueError(f"resp_depth must be an integer in 2..1024, got {resp_depth!r}")
-        self.org, self.timing, self.policy, self.refresh = org, timing, policy, refresh
+        self.org, self.timing, self.refresh = org, timing, refresh
         self.address_map = AddressMap(org, scheme)
         self.queue_depth, self.tag_bits, self.resp_depth = queue_depth, tag_bits, resp_depth
         self.req_layout = memory_request_layout(org.capacity_bytes, tag_bits)
@@ -100,6 +102,7 @@ class DramController(wiring.Component):
             "resp": Out(stream.Signature(self.resp_layout)).array(org.ranks),
             "resp_level": In(data.ArrayLayout(range(resp_depth + 1), org.ranks)),
             "resp_overflow": Out(1),
+            "policy": In(2, init=POLICIES.index(policy)),
             "row_hits": Out(32),
             "row_misses": Out(32),
             "refreshes": Out(32),
@@ -151,11 +154,13 @@ class DramController(wiring.Component):
         ndp_can = can_take(self.ndp)
         last_host = Signal()                          # fair: who went last
         pick_host = Signal()
-        if self.policy == "host_first":
+        host_first = self.policy == POLICIES.index("host_first")
+        ndp_first = self.policy == POLICIES.index("ndp_first")
+        with m.If(host_first):
             m.d.comb += pick_host.eq(host_can)
-        elif self.policy == "ndp_first":
+        with m.Elif(ndp_first):
             m.d.comb += pick_host.eq(host_can & ~ndp_can)
-        else:
+        with m.Else():
             m.d.comb += pick_host.eq(host_can & (~ndp_can | ~last_host))
         pick_ndp = ndp_can & ~pick_host
         with m.If(pick_host | pick_ndp):
@@ -179,8 +184,7 @@ class DramController(wiring.Component):
                 p.row.eq(field(chosen.burst, "row")),
                 p.column.eq(field(chosen.burst, "column")),
                 p.tag.eq(Cat(chosen.tag, pick_host, slot)),
-                p.urgent.eq({"host_first": pick_host, "ndp_first": ~pick_host,
-                             "fair": 0}[self.policy]),
+                p.urgent.eq((host_first & pick_host) | (ndp_first & ~pick_host)),
                 self.cmd[r].eq(s.cmd),
                 self.data_valid[r].eq(s.data_valid),
                 self.data_write[r].eq(s.data_write),

@@ -36,6 +36,7 @@ from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
 from .memory_port import BURST_BITS, memory_server_signature
+from .dram_controller import POLICIES
 from .memory_system import MemorySystem
 from .sram import BankedSram, SramGeometry
 from .weight_streamer import WeightStreamer
@@ -93,6 +94,7 @@ class GemvDatapath(wiring.Component):
             "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
             "dq_wr_en": Out(org.ranks),
             "resp_overflow": Out(1),
+            "policy": In(2, init=POLICIES.index(policy)),
             "row_hits": Out(32),
             "row_misses": Out(32),
             "refreshes": Out(32),
@@ -137,7 +139,8 @@ class GemvDatapath(wiring.Component):
             self.gemv_busy.eq(e.busy), self.gemv_done.eq(e.done), self.gemv_error.eq(e.error),
             self.cmd.eq(ms.cmd), self.data_valid.eq(ms.data_valid), self.data_write.eq(ms.data_write),
             ms.dq_rd.eq(self.dq_rd), self.dq_wr.eq(ms.dq_wr), self.dq_wr_en.eq(ms.dq_wr_en),
-            self.resp_overflow.eq(ms.resp_overflow), self.row_hits.eq(ms.row_hits),
+            self.resp_overflow.eq(ms.resp_overflow), ms.policy.eq(self.policy),
+            self.row_hits.eq(ms.row_hits),
             self.row_misses.eq(ms.row_misses), self.refreshes.eq(ms.refreshes),
             self.bursts_read.eq(st.bursts_read), self.streamer_busy_cycles.eq(st.busy_cycles),
             self.streamer_data_wait_cycles.eq(st.data_wait_cycles),

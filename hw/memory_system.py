@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from .address_map import DEFAULT_SCHEME
 from .dram_config import DramOrganization, DramTiming
-from .dram_controller import DramController
+from .dram_controller import POLICIES, DramController
 from .memory_port import BURST_BITS, CLIENT_TAG_BITS, memory_server_signature
 
 __all__ = ["MemorySystem"]
@@ -79,7 +79,7 @@ class MemorySystem(wiring.Component):
     """Host + NDP clients -> clock crossing -> ``DramController`` (see module docstring).
 
     Parameters: DRAM ``org``/``timing`` and address ``scheme``; ``n_clients``
-    NDP client ports with ``lanes`` request lanes each; controller ``policy``,
+    NDP client ports with ``lanes`` request lanes each; controller ``policy`` (reset value of the run-time ``policy`` input, ``dram`` domain),
     ``queue_depth`` and ``refresh`` mode; ``req_depth`` / ``resp_depth`` of
     the crossing FIFOs (powers of two).
     """
@@ -114,6 +114,7 @@ class MemorySystem(wiring.Component):
             "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
             "dq_wr_en": Out(org.ranks),
             "resp_overflow": Out(1),
+            "policy": In(2, init=POLICIES.index(policy)),
             "row_hits": Out(32),
             "row_misses": Out(32),
             "refreshes": Out(32),
@@ -195,7 +196,8 @@ class MemorySystem(wiring.Component):
             self.cmd.eq(ctrl.cmd), self.data_valid.eq(ctrl.data_valid),
             self.data_write.eq(ctrl.data_write), ctrl.dq_rd.eq(self.dq_rd),
             self.dq_wr.eq(ctrl.dq_wr), self.dq_wr_en.eq(ctrl.dq_wr_en),
-            self.resp_overflow.eq(ctrl.resp_overflow), self.row_hits.eq(ctrl.row_hits),
+            self.resp_overflow.eq(ctrl.resp_overflow), ctrl.policy.eq(self.policy),
+            self.row_hits.eq(ctrl.row_hits),
             self.row_misses.eq(ctrl.row_misses), self.refreshes.eq(ctrl.refreshes),
         ]
         return m

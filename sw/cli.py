@@ -3,7 +3,7 @@
 Subcommands:
 
 * ``ndpdimm demo``    a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
-* ``ndpdimm bench``   GEMV engine performance figures as JSON (``cosim/bench_gemv.py``)
+* ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
@@ -38,11 +38,19 @@ def _parser():
                    help="a neuron is active if |GELU output| exceeds this for any token (default 0.02)")
     d.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")
 
-    b = sub.add_parser("bench", help="measure GEMV engine MACs/cycle and simulation speed on RTL")
+    b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
+                                     "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
+                                     "DIMM's peak bandwidth (dram_gemv)")
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "all"), default="all",
+                   help="which benchmark (default all)")
     b.add_argument("--units", type=_positive, default=None,
                    help="GEMV units (default: the SPEC's 256)")
-    b.add_argument("--k", type=_positive, default=None, help="columns of the benchmark GEMV")
-    b.add_argument("--out", default="bench/results/gemv_engine.json", help="JSON output file")
+    b.add_argument("--k", type=_positive, default=None, help="gemv_engine: columns of the GEMVs")
+    b.add_argument("--rows", type=_positive, default=None, help="dram_gemv: matrix rows (4096)")
+    b.add_argument("--cols", type=_positive, default=None, help="dram_gemv: matrix columns (4096)")
+    b.add_argument("--ring-beats", type=_positive, default=None,
+                   help="dram_gemv: weight streamer ring depth in beats (8)")
+    b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
 
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
@@ -61,9 +69,16 @@ def main(argv=None):
                      sentence=args.sentence or DEFAULT_SENTENCE, threshold=args.threshold,
                      out=args.out)
         elif args.command == "bench":
-            from ndpdimm.cosim.bench_gemv import run_bench
-            kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
-            run_bench(out=args.out, **kw)
+            if args.suite in ("gemv_engine", "all"):
+                from ndpdimm.cosim.bench_gemv import run_bench
+                kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
+                run_bench(out=f"{args.out_dir}/gemv_engine.json", **kw)
+            if args.suite in ("dram_gemv", "all"):
+                from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
+                kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
+                                        ("cols", args.cols), ("ring_beats", args.ring_beats))
+                      if v is not None}
+                run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

@@ -43,6 +43,7 @@ from ndpdimm.cosim.gemv_job import EngineShape, GemvJob
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.dram_config import peak_bandwidth_bytes_per_s
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
+from ndpdimm.hw.dram_controller import POLICIES
 from ndpdimm.hw.gemv_datapath import gemv_datapath_from_config
 from ndpdimm.hw.memory_port import BURST_BYTES, Status, memory_request_layout
 
@@ -104,6 +105,7 @@ class GemvDatapathTB:
     async def start(self):
         await start_clocks(self.dut, timing=self.timing)
         d = self.dut
+        self.set_policy(self.params.get("policy", "fair"))
         for sig in (d.streamer_desc__valid, d.dma_desc__valid, d.gemv_cmd__valid, d.gemv_acts__valid,
                     d.host__req__0__valid, d.sram__req__valid):
             sig.value = 0
@@ -113,6 +115,11 @@ class GemvDatapathTB:
         for r in range(self.org.ranks):
             getattr(d, f"host__resp__{r}__ready").value = 1
         cocotb.start_soon(self.device.run())
+
+    def set_policy(self, policy):
+        """Host/NDP arbitration policy of the DRAM controller (a run-time input)."""
+        self.dut.policy.value = POLICIES.index(policy)
+        self.policy = policy
 
     async def tick(self):
         await FallingEdge(self.dut.clk)
@@ -262,6 +269,7 @@ class GemvDatapathTB:
             "utilisation": bursts * BURST_BYTES / cycles / self.peak,
             "row_hits": int(d.row_hits.value) - hits0, "row_misses": int(d.row_misses.value) - misses0,
             "refreshes": int(d.refreshes.value) - refs0,
+            "policy": self.policy,
             "host_requests": len(host_lat),
             "host_mean_latency_cycles_reads_and_writes": sum(host_lat) / len(host_lat) if host_lat else None,
             "timing_violations": 0,           # any violation raises in DramDevice
@@ -395,6 +403,7 @@ async def jobs_from_env(dut):
     t0 = time.time()
     for i, spec in enumerate(specs):
         job = job_from_spec(spec, tb.shape, 1000 + i)
+        tb.set_policy(spec.get("policy", "fair"))
         await tb.run_job(spec.get("name", f"job{i}"), job, host_every=spec.get("host_every", 0),
                          idle=float(os.environ.get("DG_IDLE", "0")),
                          stall=float(os.environ.get("DG_STALL", "0")))

@@ -34,6 +34,7 @@ from ndpdimm.cosim.benches.dram_device import DramDevice, start_clocks
 from ndpdimm.cosim.dram_model import DramModel
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.memory_port import BURST_BYTES, CLIENT_TAG_BITS, memory_request_layout
+from ndpdimm.hw.dram_controller import POLICIES
 from ndpdimm.hw.memory_system import memory_system_from_config
 
 __all__ = ["MemorySystemTB"]
@@ -182,6 +183,7 @@ async def random_traffic(dut):
     """Random host + NDP traffic: data integrity, every request answered, zero timing violations."""
     tb = MemorySystemTB(dut, cocotb.RANDOM_SEED)
     await start_clocks(dut, timing=tb.timing)
+    dut.policy.value = POLICIES.index(tb.params.get("policy", "fair"))
     corrupt = os.environ.get("MS_CORRUPT") == "1"
     if corrupt:
         original = tb.model.rd
