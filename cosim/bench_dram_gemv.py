@@ -20,15 +20,13 @@ DDR4-3200 x 4 ranks, derived from ``hw/configs/ddr4-3200.toml``).
 Results go to ``bench/results/dram_gemv.json``.
 """
 
-import datetime
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 from ndpdimm.cosim import rtl_build
-from ndpdimm.cosim.bench_gemv import _git_commit
+from ndpdimm.cosim.bench_gemv import bench_header
 
 __all__ = ["run_dram_bench", "bench_points"]
 
@@ -72,12 +70,8 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
     jobs = stats["jobs"]
     dense = [j for j in jobs if j["op"] == "dense" and not j["host_requests"]]
     doc = {
-        "benchmark": "dram_gemv",
-        "command": f"ndpdimm bench --suite dram_gemv --units {units} --rows {rows} --cols {cols} "
-                   f"--ring-beats {ring_beats}",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "machine": {"cpu_count": __import__("os").cpu_count(), "python": platform.python_version()},
+        **bench_header("dram_gemv", f"ndpdimm bench --suite dram_gemv --units {units} --rows {rows} "
+                                    f"--cols {cols} --ring-beats {ring_beats}"),
         "design": {"n_units": units, "ring_beats": ring_beats, "refresh": "aligned",
                    "dram_config": "hw/configs/ddr4-3200.toml", "ndp_clock_ghz": 1.0},
         "figure_of_merit": "DRAM bytes read per NDP cycle (descriptor accepted -> streamer "

@@ -19,6 +19,7 @@ Every result of every run is checked bit for bit against the golden model
 
 import datetime
 import json
+import os
 import platform
 import random
 import subprocess
@@ -31,7 +32,7 @@ from .gemv_cases import random_values
 from .gemv_job import EngineShape, GemvJob
 from .gemv_rtl import run_jobs
 
-__all__ = ["run_bench", "DIMM_DRAM_BYTES_PER_CYCLE"]
+__all__ = ["run_bench", "bench_header", "DIMM_DRAM_BYTES_PER_CYCLE"]
 
 #: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,
 #: derived from the DRAM configuration (hw/configs/ddr4-3200.toml).
@@ -45,6 +46,17 @@ def _git_commit():
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def bench_header(benchmark: str, command: str) -> dict:
+    """The fields every benchmark JSON starts with: what, how to reproduce, when, which code, where."""
+    return {
+        "benchmark": benchmark,
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
+    }
 
 
 def bench_jobs(shape: EngineShape, k: int, seed=2026):
@@ -94,11 +106,7 @@ def run_bench(units=256, k=512, max_batch=16, out="bench/results/gemv_engine.jso
         })
     build_info = json.loads((Path(stats["build_dir"]) / "build.done.json").read_text())
     result = {
-        "benchmark": "gemv_engine",
-        "command": f"ndpdimm bench --units {units} --k {k}",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "machine": {"cpu_count": __import__("os").cpu_count(), "python": platform.python_version()},
+        **bench_header("gemv_engine", f"ndpdimm bench --suite gemv_engine --units {units} --k {k}"),
         "engine": {"n_units": units, "max_batch": max_batch, "radix_bits": shape.radix_bits,
                    "clock_ghz": 1.0},
         "dimm_dram_bytes_per_cycle": DIMM_DRAM_BYTES_PER_CYCLE,

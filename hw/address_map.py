@@ -31,8 +31,21 @@ Why this order:
   bursts (row hits) before it needs a new row; the next 64 KiB go to the next
   bank, whose ACT can be issued while the current one is still streaming.
 
+Bank rotation (``bank_rotate``, on by default): the bank a coordinate names
+is the address's bank field plus its row field, modulo the banks per group
+(a permutation for every row, so the map stays a bijection). Two addresses whose distance is a multiple of
+the 4-bank span (256 KiB by default) - e.g. consecutive 64 B chunks of the
+streamer's layout for a 4096-row matrix - would otherwise hit the same bank
+in different rows and pay a precharge + activate (tRP + tRCD) at every switch
+that no other bank can hide; rotated, they land in different banks and the
+next row opens while the current one streams. A sequential stream still
+changes bank at every segment, also where the bank field wraps into the next
+row (bank 3 + r -> bank 0 + r + 1 differ by 2). An XOR of bank and row bits
+would not have that property (it maps some row wraps onto the same bank).
+
 Addresses and coordinates are plain ints; ``field_slices()`` gives ``(lsb,
-width)`` of every field for the RTL to slice an address with.
+width)`` of every field for the RTL to slice an address with (the RTL applies
+the same rotation when ``bank_rotate`` is set).
 """
 
 from typing import NamedTuple
@@ -64,7 +77,7 @@ class AddressMap:
     ``offset`` must come first so that a burst is 64 contiguous bytes.
     """
 
-    def __init__(self, org: DramOrganization, scheme: str = DEFAULT_SCHEME):
+    def __init__(self, org: DramOrganization, scheme: str = DEFAULT_SCHEME, bank_rotate: bool = True):
         if not isinstance(org, DramOrganization):
             raise ValueError(f"org must be a DramOrganization, got {org!r}")
         if not isinstance(scheme, str):
@@ -83,7 +96,11 @@ class AddressMap:
         if names[0] != "offset":
             raise ValueError(f"address map scheme {scheme!r}: 'offset' must be the least "
                              f"significant field (a burst is {org.burst_bytes} contiguous bytes)")
+        if not isinstance(bank_rotate, bool):
+            raise ValueError(f"bank_rotate must be True or False, got {bank_rotate!r}")
         self.org = org
+        self.bank_rotate = bank_rotate
+        self._bank_mask = org.banks_per_group - 1 if bank_rotate else 0
         self.scheme = ":".join(names)
         counts = {
             "offset": org.burst_bytes, "column": org.bursts_per_row,
@@ -103,7 +120,7 @@ class AddressMap:
                        for n in DramCoord._fields]
 
     def __repr__(self):
-        return f"AddressMap({self.scheme!r})"
+        return f"AddressMap({self.scheme!r}, bank_rotate={self.bank_rotate})"
 
     def field_slices(self) -> dict:
         """``{field: (lsb, width)}`` of every field in a DIMM-local address."""
@@ -120,7 +137,8 @@ class AddressMap:
     def decode(self, addr: int) -> DramCoord:
         """Byte address -> coordinate (any alignment)."""
         self._check_addr(addr)
-        return DramCoord(*((addr >> lsb) & mask for _, lsb, mask in self._order))
+        c = DramCoord(*((addr >> lsb) & mask for _, lsb, mask in self._order))
+        return c._replace(bank=(c.bank + c.row) & self._bank_mask) if self._bank_mask else c
 
     def decode_burst(self, addr: int) -> DramCoord:
         """Burst-aligned address -> coordinate (``offset`` 0); misaligned raises ``ValueError``."""
@@ -133,11 +151,14 @@ class AddressMap:
     def encode(self, coord) -> int:
         """Coordinate (a ``DramCoord`` or a tuple in its field order) -> byte address."""
         coord = DramCoord(*coord)
-        addr = 0
         for (name, lsb, mask), value in zip(self._order, coord):
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= mask:
                 raise ValueError(f"DRAM coordinate field {name}={value!r} is outside "
                                  f"0..{mask} ({coord})")
+        if self._bank_mask:
+            coord = coord._replace(bank=(coord.bank - coord.row) & self._bank_mask)
+        addr = 0
+        for (name, lsb, mask), value in zip(self._order, coord):
             addr |= value << lsb
         return addr
 

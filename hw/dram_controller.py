@@ -17,8 +17,8 @@ value; encoding = index in ``POLICIES``, 3 behaves as ``fair``):
 Priority at the door alone does not work: admitted host requests are row
 misses that FR-FCFS would leave behind a stream of NDP row hits.
 
-The address is decoded with the same field layout as ``AddressMap`` (the
-Python model and the runtime use the identical function), and the request is
+The address is decoded with the same field layout as
+``AddressMap`` (bank rotation included; the Python model and the runtime use the identical function), and the request is
 queued in its rank's ``RankScheduler``; ranks schedule independently (each has
 its own bus), so four ranks stream in parallel. One request per cycle is ample:
 four ranks need one burst every 4 DRAM cycles each.
@@ -55,24 +55,56 @@ Refresh: ``refresh="staggered"`` spreads the ranks' refreshes over tREFI
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Flow, In, Out
 
 from .address_map import DEFAULT_SCHEME, AddressMap
 from .dram_config import DramOrganization, DramTiming
 from .memory_port import BURST_BITS, memory_request_layout, memory_response_layout
 from .rank_scheduler import DramCommand, RankScheduler, command_layout
 
-__all__ = ["DramController", "POLICIES", "REFRESH_MODES"]
+__all__ = ["DramController", "POLICIES", "REFRESH_MODES", "PHY_PORTS", "phy_members",
+           "forward_phy"]
 
 POLICIES = ("host_first", "ndp_first", "fair")
 REFRESH_MODES = ("staggered", "aligned")
+
+#: The DRAM-side ports every level that contains the controller passes up (``dram`` domain):
+#: commands and data marks out, read data in, write data out, status and counters.
+PHY_PORTS = ("cmd", "data_valid", "data_write", "dq_rd", "dq_wr", "dq_wr_en", "resp_overflow",
+             "policy", "row_hits", "row_misses", "refreshes")
+
+
+def phy_members(org: DramOrganization, cmd_layout, policy: str = "fair") -> dict:
+    """Signature members of ``PHY_PORTS`` (``policy`` is the arbitration setting, an input)."""
+    return {
+        "cmd": Out(data.ArrayLayout(cmd_layout, org.ranks)),
+        "data_valid": Out(org.ranks),
+        "data_write": Out(org.ranks),
+        "dq_rd": In(data.ArrayLayout(BURST_BITS, org.ranks)),
+        "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
+        "dq_wr_en": Out(org.ranks),
+        "resp_overflow": Out(1),
+        "policy": In(2, init=POLICIES.index(policy)),
+        "row_hits": Out(32),
+        "row_misses": Out(32),
+        "refreshes": Out(32),
+    }
+
+
+def forward_phy(m, outer, inner):
+    """Wire ``inner``'s PHY ports to the same-named ports of the component ``outer`` around it."""
+    for name in PHY_PORTS:
+        if outer.signature.members[name].flow == Flow.In:
+            m.d.comb += getattr(inner, name).eq(getattr(outer, name))
+        else:
+            m.d.comb += getattr(outer, name).eq(getattr(inner, name))
 
 
 class DramController(wiring.Component):
     """Host/NDP arbiter + address decode + per-rank schedulers (see module docstring)."""
 
     def __init__(self, org: DramOrganization, timing: DramTiming, scheme: str = DEFAULT_SCHEME,
-                 policy: str = "fair", queue_depth: int = 8, tag_bits: int = 8,
+                 bank_rotate: bool = True, policy: str = "fair", queue_depth: int = 8, tag_bits: int = 8,
                  refresh: str = "staggered", resp_depth: int = 16):
         if policy not in POLICIES:
             raise ValueError(f"unknown arbitration policy {policy!r}: expected one of "
@@ -83,7 +115,7 @@ class DramController(wiring.Component):
         if not isinstance(resp_depth, int) or not 2 <= resp_depth <= 1024:
             raise ValueError(f"resp_depth must be an integer in 2..1024, got {resp_depth!r}")
         self.org, self.timing, self.refresh = org, timing, refresh
-        self.address_map = AddressMap(org, scheme)
+        self.address_map = AddressMap(org, scheme, bank_rotate)
         self.queue_depth, self.tag_bits, self.resp_depth = queue_depth, tag_bits, resp_depth
         self.req_layout = memory_request_layout(org.capacity_bytes, tag_bits)
         self.resp_layout = memory_response_layout(tag_bits + 1)
@@ -92,20 +124,10 @@ class DramController(wiring.Component):
         super().__init__({
             "host": In(stream.Signature(self.req_layout)),
             "ndp": In(stream.Signature(self.req_layout)),
-            "cmd": Out(data.ArrayLayout(cmd, org.ranks)),
-            "data_valid": Out(org.ranks),
-            "data_write": Out(org.ranks),
             "data_tag": Out(data.ArrayLayout(tag_bits + 1, org.ranks)),
-            "dq_rd": In(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr_en": Out(org.ranks),
             "resp": Out(stream.Signature(self.resp_layout)).array(org.ranks),
             "resp_level": In(data.ArrayLayout(range(resp_depth + 1), org.ranks)),
-            "resp_overflow": Out(1),
-            "policy": In(2, init=POLICIES.index(policy)),
-            "row_hits": Out(32),
-            "row_misses": Out(32),
-            "refreshes": Out(32),
+            **phy_members(org, cmd, policy),
         })
 
     def elaborate(self, platform):
@@ -180,7 +202,9 @@ class DramController(wiring.Component):
                 s.req.valid.eq(take),
                 p.write.eq(chosen.write),
                 p.bank_group.eq(field(chosen.burst, "bank_group")),
-                p.bank.eq(field(chosen.burst, "bank")),
+                p.bank.eq(field(chosen.burst, "bank") +
+                          (field(chosen.burst, "row")[:slices["bank"][1]] if self.address_map.bank_rotate
+                           else 0)),
                 p.row.eq(field(chosen.burst, "row")),
                 p.column.eq(field(chosen.burst, "column")),
                 p.tag.eq(Cat(chosen.tag, pick_host, slot)),

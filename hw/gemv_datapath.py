@@ -29,14 +29,14 @@ engine's.
 """
 
 from amaranth.hdl import Module
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
-from .memory_port import BURST_BITS, memory_server_signature
-from .dram_controller import POLICIES
+from .memory_port import memory_server_signature
+from .dram_controller import forward_phy, phy_members
 from .memory_system import MemorySystem
 from .sram import BankedSram, SramGeometry
 from .weight_streamer import WeightStreamer
@@ -87,17 +87,7 @@ class GemvDatapath(wiring.Component):
             "gemv_error": Out(1),
             "sram": In(self.sram_geometry.port_signature),
             # DRAM side (``dram`` clock domain)
-            "cmd": Out(data.ArrayLayout(ms.controller.cmd_layout, org.ranks)),
-            "data_valid": Out(org.ranks),
-            "data_write": Out(org.ranks),
-            "dq_rd": In(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr_en": Out(org.ranks),
-            "resp_overflow": Out(1),
-            "policy": In(2, init=POLICIES.index(policy)),
-            "row_hits": Out(32),
-            "row_misses": Out(32),
-            "refreshes": Out(32),
+            **phy_members(org, ms.controller.cmd_layout, policy),
             # streamer counters (1 GHz)
             "bursts_read": Out(32),
             "streamer_busy_cycles": Out(32),
@@ -135,13 +125,9 @@ class GemvDatapath(wiring.Component):
         _forward(m, self.gemv_acts, e.acts)
         _forward(m, e.results, self.gemv_results)
 
+        forward_phy(m, self, ms)
         m.d.comb += [
             self.gemv_busy.eq(e.busy), self.gemv_done.eq(e.done), self.gemv_error.eq(e.error),
-            self.cmd.eq(ms.cmd), self.data_valid.eq(ms.data_valid), self.data_write.eq(ms.data_write),
-            ms.dq_rd.eq(self.dq_rd), self.dq_wr.eq(ms.dq_wr), self.dq_wr_en.eq(ms.dq_wr_en),
-            self.resp_overflow.eq(ms.resp_overflow), ms.policy.eq(self.policy),
-            self.row_hits.eq(ms.row_hits),
-            self.row_misses.eq(ms.row_misses), self.refreshes.eq(ms.refreshes),
             self.bursts_read.eq(st.bursts_read), self.streamer_busy_cycles.eq(st.busy_cycles),
             self.streamer_data_wait_cycles.eq(st.data_wait_cycles),
         ]

@@ -39,13 +39,13 @@ a full FIFO - impossible by construction; the benches check it stays low.
 """
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Signal
-from amaranth.lib import data, fifo, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import Out
 
 from .address_map import DEFAULT_SCHEME
 from .dram_config import DramOrganization, DramTiming
-from .dram_controller import POLICIES, DramController
-from .memory_port import BURST_BITS, CLIENT_TAG_BITS, memory_server_signature
+from .dram_controller import DramController, forward_phy, phy_members
+from .memory_port import CLIENT_TAG_BITS, memory_server_signature
 
 __all__ = ["MemorySystem"]
 
@@ -107,17 +107,7 @@ class MemorySystem(wiring.Component):
             "host": Out(host),
             "clients": Out(client).array(n_clients),
             # DRAM (PHY) side, ``dram`` domain
-            "cmd": Out(data.ArrayLayout(self.controller.cmd_layout, org.ranks)),
-            "data_valid": Out(org.ranks),
-            "data_write": Out(org.ranks),
-            "dq_rd": In(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr": Out(data.ArrayLayout(BURST_BITS, org.ranks)),
-            "dq_wr_en": Out(org.ranks),
-            "resp_overflow": Out(1),
-            "policy": In(2, init=POLICIES.index(policy)),
-            "row_hits": Out(32),
-            "row_misses": Out(32),
-            "refreshes": Out(32),
+            **phy_members(org, self.controller.cmd_layout, policy),
         })
 
     def elaborate(self, platform):
@@ -192,14 +182,7 @@ class MemorySystem(wiring.Component):
                 taken.append(sel & port.ready)
             m.d.comb += f.r_en.eq(Cat(taken) != 0)
 
-        m.d.comb += [
-            self.cmd.eq(ctrl.cmd), self.data_valid.eq(ctrl.data_valid),
-            self.data_write.eq(ctrl.data_write), ctrl.dq_rd.eq(self.dq_rd),
-            self.dq_wr.eq(ctrl.dq_wr), self.dq_wr_en.eq(ctrl.dq_wr_en),
-            self.resp_overflow.eq(ctrl.resp_overflow), ctrl.policy.eq(self.policy),
-            self.row_hits.eq(ctrl.row_hits),
-            self.row_misses.eq(ctrl.row_misses), self.refreshes.eq(ctrl.refreshes),
-        ]
+        forward_phy(m, self, ctrl)
         return m
 
 

@@ -86,7 +86,7 @@ SCHEMES = [DEFAULT_SCHEME, "offset:column:bank_group:bank:rank:row", "offset:ran
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_address_map_round_trip(scheme):
-    m = AddressMap(ORG, scheme)
+    m = AddressMap(ORG, scheme, bank_rotate=False)       # field order only (rotation: below)
     g = random.Random(scheme)
     for _ in range(3000):
         a = g.randrange(ORG.capacity_bytes)
@@ -121,7 +121,7 @@ def test_default_map_alternates_bank_groups_and_cycles_ranks():
         assert c.bank_group == i % 2
         assert c.rank == (i // 2) % 4
         assert c.column == (i // 8) % 128
-        assert c.bank == (i // 1024) % 4 and c.row == i // 4096
+        assert c.bank == ((i // 1024) + i // 4096) % 4 and c.row == i // 4096
         if prev is not None:
             assert c.bank_group != prev.bank_group        # never two bursts in a row in one group
         prev = c
@@ -554,3 +554,23 @@ def test_stream_checker_catches_one_early_read():
     with pytest.raises(TimingViolation) as e:
         c.issue(*early)
     assert e.value.constraint == "tCCD_S" and e.value.earliest == cmds[i][0]
+
+
+def test_bank_rotation_spreads_same_bank_strides():
+    """Addresses a multiple of the 4-bank span (256 KiB) apart: same bank without rotation,
+    four different banks with it; a sequential stream still never uses one bank for two
+    segments in a row; both maps are bijections."""
+    plain, hashed = AddressMap(ORG, bank_rotate=False), AddressMap(ORG)
+    span = ORG.banks_per_group * 64 * 1024
+    addrs = [5 * 64 + k * span for k in range(4)]
+    assert len({plain.decode(a).bank for a in addrs}) == 1
+    assert len({hashed.decode(a).bank for a in addrs}) == 4
+    segments = [hashed.decode(k * 64 * 1024).bank for k in range(64)]
+    assert all(a != b for a, b in zip(segments, segments[1:])), segments
+    rng = random.Random(9)
+    for _ in range(2000):
+        a = rng.randrange(ORG.capacity_bytes)
+        for m in (plain, hashed):
+            assert m.encode(m.decode(a)) == a
+    with pytest.raises(ValueError, match="bank_rotate"):
+        AddressMap(ORG, bank_rotate=1)

@@ -1,11 +1,13 @@
-"""Stream driver shared by the cocotb benches (one place, not copied per bench).
+"""Stream driver, payload codec and stats file shared by the cocotb benches (one place, not copied per bench).
 
 Benches drive at the falling clock edge and sample in the ReadOnly phase that
 follows; ``StreamSource.drive`` is the falling-edge half, ``accepted`` is
 called by the bench when it saw ``valid & ready`` in ReadOnly.
 """
 
-__all__ = ["StreamSource", "LayoutCodec", "reset"]
+__all__ = ["StreamSource", "LayoutCodec", "reset", "merge_stats"]
+
+import json
 
 
 class LayoutCodec:
@@ -63,3 +65,18 @@ async def reset(dut, idle_signals, cycles=3):
         await RisingEdge(dut.clk)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
+
+
+def merge_stats(path, test_name, entry) -> None:
+    """Add ``entry`` under ``test_name`` to the JSON file ``path`` (created if missing; a
+    bench run with several tests fills one file). ``path`` None or empty: do nothing."""
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        doc = {}
+    doc[test_name] = entry
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)

@@ -35,7 +35,7 @@ import torch
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim import weight_layout
-from ndpdimm.cosim.benches.cocotb_streams import LayoutCodec
+from ndpdimm.cosim.benches.cocotb_streams import LayoutCodec, merge_stats
 from ndpdimm.cosim.benches.dram_device import DramDevice, start_clocks
 from ndpdimm.cosim.dram_model import DramModel
 from ndpdimm.cosim.gemv_cases import random_values
@@ -125,26 +125,32 @@ class GemvDatapathTB:
         await FallingEdge(self.dut.clk)
         self.cycle += 1
 
-    async def dma(self, to_dram, dram_addr, sram_addr, n_bytes, timeout=200000):
-        """Run one DMA descriptor; return its status code."""
+    async def _descriptor(self, port, status_port, bits, status_codec, timeout):
+        """Send one descriptor beat on ``port``; wait for its status beat; return the fields."""
         d = self.dut
+        valid, ready, payload = (getattr(d, f"{port}__{x}") for x in ("valid", "ready", "payload"))
+        s_valid, s_payload = getattr(d, f"{status_port}__valid"), getattr(d, f"{status_port}__payload")
         await self.tick()
-        d.dma_desc__payload.value = self.dma_desc.encode(
-            {"to_dram": to_dram, "dram_addr": dram_addr, "sram_addr": sram_addr, "n_bytes": n_bytes})
-        d.dma_desc__valid.value = 1
+        payload.value = bits
+        valid.value = 1
         sent = False
         for _ in range(timeout):
             await ReadOnly()
-            if not sent and d.dma_desc__ready.value == 1:
-                sent = True
-            status = d.dma_status__valid.value == 1
-            bits = int(d.dma_status__payload.value) if status else 0
+            sent = sent or ready.value == 1
+            status = s_payload.value.to_unsigned() if s_valid.value == 1 else None
             await self.tick()
             if sent:
-                d.dma_desc__valid.value = 0
-            if status:
-                return Status(self.dma_status.decode(bits)["code"])
-        raise AssertionError("DMA descriptor did not complete")
+                valid.value = 0
+            if status is not None:
+                return status_codec.decode(status)
+        raise AssertionError(f"{port}: no status within {timeout} cycles")
+
+    async def dma(self, to_dram, dram_addr, sram_addr, n_bytes, timeout=200000):
+        """Run one DMA descriptor; return its status code."""
+        bits = self.dma_desc.encode({"to_dram": to_dram, "dram_addr": dram_addr,
+                                     "sram_addr": sram_addr, "n_bytes": n_bytes})
+        status = await self._descriptor("dma_desc", "dma_status", bits, self.dma_status, timeout)
+        return Status(status["code"])
 
     def load_job(self, job: GemvJob, idx_sram=0):
         self.model.load(WEIGHT_BASE, weight_layout.dram_image(job))
@@ -289,39 +295,17 @@ class GemvDatapathTB:
 
     async def streamer_error(self, desc_fields):
         """Send a streamer descriptor that must be rejected; return (code, bursts read meanwhile)."""
-        d = self.dut
-        bursts0 = int(d.bursts_read.value)
-        await self.tick()
-        d.streamer_desc__payload.value = self.streamer_desc.encode(desc_fields)
-        d.streamer_desc__valid.value = 1
-        sent = False
-        for _ in range(20000):
-            await ReadOnly()
-            if d.streamer_desc__ready.value == 1:
-                sent = True
-            status = d.streamer_status__valid.value == 1
-            bits = int(d.streamer_status__payload.value) if status else 0
-            await self.tick()
-            if sent:
-                d.streamer_desc__valid.value = 0
-            if status:
-                return Status(self.streamer_status.decode(bits)["code"]), int(d.bursts_read.value) - bursts0
-        raise AssertionError("streamer gave no status")
+        bursts0 = int(self.dut.bursts_read.value)
+        status = await self._descriptor("streamer_desc", "streamer_status",
+                                        self.streamer_desc.encode(desc_fields), self.streamer_status,
+                                        20000)
+        return Status(status["code"]), int(self.dut.bursts_read.value) - bursts0
 
     def write_stats(self, test_name, seconds):
-        path = os.environ.get("DG_STATS")
-        if not path:
-            return
-        try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
-            doc = {}
-        doc[test_name] = {"params": self.params, "wall_seconds": seconds,
-                          "ndp_cycles_simulated": self.cycle,
-                          "dram_cycles_simulated": self.device.cycle, "jobs": self.stats}
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        merge_stats(os.environ.get("DG_STATS"), test_name,
+                    {"params": self.params, "wall_seconds": seconds,
+                     "ndp_cycles_simulated": self.cycle, "dram_cycles_simulated": self.device.cycle,
+                     "jobs": self.stats})
 
 
 SMALL_JOBS = [

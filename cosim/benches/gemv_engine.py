@@ -18,7 +18,6 @@ largest K or J of random jobs (default 40), ``GEMV_STATS`` a JSON file to which
 per-job cycle counts are written.
 """
 
-import json
 import os
 import random
 import time
@@ -30,7 +29,7 @@ from cocotb.triggers import FallingEdge, ReadOnly
 from ndpdimm.cosim.gemv_cases import corner_jobs, random_job, random_values
 from ndpdimm.cosim.gemv_engine_model import compare_beats, expected_beats_from_traffic
 from ndpdimm.cosim.gemv_job import EngineShape, GemvJob
-from ndpdimm.cosim.benches.cocotb_streams import StreamSource, reset
+from ndpdimm.cosim.benches.cocotb_streams import StreamSource, merge_stats, reset
 from ndpdimm.cosim.rtl_build import bench_params
 from ndpdimm.hw.formats import Dtype, gemv_command_layout, result_beat_layout, slot_cycles
 
@@ -135,18 +134,9 @@ class GemvEngineTB:
         return seen["cycles"]
 
     def write_stats(self, test_name, seconds, cycles_simulated):
-        path = os.environ.get("GEMV_STATS")
-        if not path:
-            return
-        try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
-            doc = {}
-        doc[test_name] = {"params": bench_params(), "wall_seconds": seconds,
-                          "cycles_simulated": cycles_simulated, "jobs": self.stats}
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        merge_stats(os.environ.get("GEMV_STATS"), test_name,
+                    {"params": bench_params(), "wall_seconds": seconds,
+                     "cycles_simulated": cycles_simulated, "jobs": self.stats})
 
 
 def _rng():
