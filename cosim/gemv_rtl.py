@@ -1,9 +1,17 @@
 """Run GEMV jobs on the engine RTL (Verilator + cocotb) and get their outputs and cycle counts.
 
 This is the RTL path used by ``ndpdimm demo`` and ``ndpdimm bench`` until the
-fast harness exists: the jobs are saved to a file, the cocotb bench
-(``benches/gemv_engine.py::run_job_file``) drives each through the engine,
-checks it bit for bit against the golden model, and saves what came out.
+fast harness exists: the jobs are saved to a file, a cocotb bench drives each
+through the RTL, checks it bit for bit against the golden model, and saves
+what came out. Two targets:
+
+* the GEMV engine alone, its weight stream driven by the bench
+  (``benches/gemv_engine.py::run_job_file``);
+* ``from_dram=True``: the GEMV datapath (``hw/gemv_datapath.py``), weights laid
+  out in the DRAM model and fetched by the weight streamer through the real
+  DRAM controller, index lists copied to the SRAM by the DMA engine
+  (``benches/gemv_datapath.py::run_job_file``); each result then also carries
+  the DRAM figures of its run (``dram``: bursts, bytes per cycle, row hits ...).
 """
 
 import tempfile
@@ -21,6 +29,8 @@ __all__ = ["RtlJobResult", "run_jobs", "engine_params", "BENCH", "FACTORY"]
 
 BENCH = "ndpdimm.cosim.benches.gemv_engine"
 FACTORY = "ndpdimm.hw.gemv_engine:engine_verilog"
+DATAPATH_BENCH = "ndpdimm.cosim.benches.gemv_datapath"
+DATAPATH_FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_from_config"
 
 
 @dataclass
@@ -29,6 +39,7 @@ class RtlJobResult:
     bits: np.ndarray          # [B, n_out] uint32 result bit patterns
     cycles: int               # command accepted -> done, inclusive
     wall_seconds: float
+    dram: dict | None = None  # from_dram runs: bursts, bytes per cycle, row hits/misses ...
 
     def values(self, job: GemvJob) -> torch.Tensor:
         return result_values(self.bits.astype(np.int64), job.dtype.info.is_float)
@@ -39,9 +50,10 @@ def _job_progress(log, n_jobs):
     done = [0]
 
     def report(line):
-        if " cycles (" in line and "cocotb.gemv_engine" in line:
-            done[0] += 1
-            log(f"[rtl] {done[0]}/{n_jobs} {line.split('cocotb.gemv_engine', 1)[1].strip()}")
+        for tag in ("cocotb.gemv_engine", "cocotb.gemv_datapath"):
+            if " cycles" in line and tag in line and ":" in line.split(tag, 1)[1]:
+                done[0] += 1
+                log(f"[rtl] {done[0]}/{n_jobs} {line.split(tag, 1)[1].strip()}")
     return report
 
 
@@ -51,10 +63,11 @@ def engine_params(shape: EngineShape) -> dict:
 
 
 def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=False,
-             log=print):
+             log=print, from_dram=False):
     """Run ``jobs`` (all with the same ``EngineShape``) on one RTL build; returns results + stats.
 
     Each finished job is reported through ``log`` while the simulation runs.
+    ``from_dram``: run them on the GEMV datapath, weights streamed from the DRAM model.
     """
     if not jobs:
         raise ValueError("no jobs to run")
@@ -63,18 +76,22 @@ def run_jobs(jobs: list, labels=None, *, idle=0.0, stall=0.0, seed=1, echo_log=F
         raise ValueError("all jobs of one RTL run must target the same engine shape")
     labels = labels or [f"job {n}" for n in range(len(jobs))]
     params = engine_params(shape)
+    toplevel, factory, bench = "gemv_engine", FACTORY, BENCH
+    if from_dram:
+        params = {k: params[k] for k in ("n_units", "max_batch", "radix_bits")}
+        toplevel, factory, bench = "gemv_datapath", DATAPATH_FACTORY, DATAPATH_BENCH
     with tempfile.TemporaryDirectory(prefix="gemv_rtl_") as tmp:
         job_file, result_file = Path(tmp) / "jobs.pt", Path(tmp) / "results.pt"
         torch.save({"jobs": [{"op": j.op, "dtype": int(j.dtype), "W": j.W, "X": j.X, "idx": j.idx,
                               "label": label} for j, label in zip(jobs, labels)],
                     "idle": idle, "stall": stall, "result_file": str(result_file)}, job_file)
-        result = rtl_build.run("gemv_engine", FACTORY, params, BENCH, testcase="run_job_file",
+        result = rtl_build.run(toplevel, factory, params, bench, testcase="run_job_file",
                                seed=seed, extra_env={"GEMV_JOB_FILE": str(job_file)},
                                echo_log=echo_log, progress=_job_progress(log, len(jobs)))
         result.check()
         saved = torch.load(result_file, weights_only=False)
     outputs = [RtlJobResult(o["label"], o["bits"].numpy().astype(np.uint32), int(o["cycles"]),
-                            float(o["wall_seconds"])) for o in saved["outputs"]]
+                            float(o["wall_seconds"]), o.get("dram")) for o in saved["outputs"]]
     stats = {"cycles_simulated": int(saved["cycles_simulated"]),
              "wall_seconds": float(saved["wall_seconds"]),
              "build_dir": str(result.build_dir)}

@@ -29,7 +29,8 @@ def _parser():
     p = argparse.ArgumentParser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="run a real MLP layer (all-MiniLM-L6-v2) on the GEMV engine RTL")
+    d = sub.add_parser("demo", help="run a real MLP layer (all-MiniLM-L6-v2) on the GEMV datapath RTL, "
+                                    "weights streamed from the DRAM model")
     d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
     d.add_argument("--batch", type=_positive, default=2, help="tokens per GEMV batch (default 2)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
@@ -37,6 +38,9 @@ def _parser():
     d.add_argument("--threshold", type=float, default=0.02,
                    help="a neuron is active if |GELU output| exceeds this for any token (default 0.02)")
     d.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")
+    d.add_argument("--engine-only", action="store_true",
+                   help="run the GEMV engine alone (weights fed by the bench) instead of the "
+                        "datapath that streams them from the DRAM model")
 
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
@@ -67,7 +71,7 @@ def main(argv=None):
             from .demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,
                      sentence=args.sentence or DEFAULT_SENTENCE, threshold=args.threshold,
-                     out=args.out)
+                     out=args.out, from_dram=not args.engine_only)
         elif args.command == "bench":
             if args.suite in ("gemv_engine", "all"):
                 from ndpdimm.cosim.bench_gemv import run_bench

@@ -1,7 +1,11 @@
-"""``ndpdimm demo``: a real transformer MLP layer computed by the GEMV engine RTL.
+"""``ndpdimm demo``: a real transformer MLP layer computed by the NDP GEMV datapath RTL.
 
-What it does (all GEMVs run cycle by cycle on the Verilated engine RTL and are
-checked bit for bit against the golden model on every result beat):
+What it does (all GEMVs run cycle by cycle on the Verilated RTL and are
+checked bit for bit against the golden model). By default the weights sit in
+the DRAM model in the weight streamer's layout and reach the GEMV engine
+through the real DRAM controller (every DRAM command timing-checked), index
+lists go to the SRAM by DMA (``hw/gemv_datapath.py``); ``--engine-only`` runs
+the engine alone with the bench feeding its weight stream.
 
 1. up projection, dense:      ``z = W_up h``           (1536 x 384, FP16)
 2. host: ``a = GELU(z + b)``; the neurons with ``|a| > threshold`` for any
@@ -38,7 +42,7 @@ __all__ = ["run_demo"]
 
 
 def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=1,
-             threshold=0.02, out="build/demo/real_layer.json", log=print):
+             threshold=0.02, out="build/demo/real_layer.json", from_dram=True, log=print):
     # one engine (max batch 16, the SPEC default) serves every batch size: one cached build
     shape = EngineShape(n_units=units)
     if not 1 <= batch <= shape.max_batch:
@@ -72,9 +76,10 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     est = sum(j.estimated_cycles for j in jobs)
     log(f"[demo] {mlp.name}: tokens {tokens}, batch {batch}; {len(active)} of "
         f"{W_up.shape[0]} neurons active ({100 * len(active) / W_up.shape[0]:.1f} %)")
-    log(f"[demo] running 3 GEMVs on the RTL engine ({units} units, ~{est:,} cycles; the first "
-        f"run builds the Verilator model, later runs reuse it) ...")
-    outputs, stats = run_jobs(jobs, labels)
+    where = "weights streamed from DRAM" if from_dram else "engine only"
+    log(f"[demo] running 3 GEMVs on the RTL ({units} units, {where}, ~{est:,} engine cycles; the "
+        f"first run builds the Verilator model, later runs reuse it) ...")
+    outputs, stats = run_jobs(jobs, labels, from_dram=from_dram)
 
     # the RTL outputs were checked bit for bit inside the bench; check the story adds up
     y_up = outputs[0].values(jobs[0])
@@ -102,9 +107,17 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
             "dram_bound_cycles": math.ceil(job.weight_bytes / DIMM_DRAM_BYTES_PER_CYCLE),
             "sim_wall_seconds": res.wall_seconds,
         })
+        if res.dram:
+            rows[-1].update({k: res.dram[k] for k in ("dram_bytes", "stream_cycles", "row_hits",
+                                                       "row_misses", "refreshes")})
     result = {
-        "what": f"{mlp.name} on the GEMV engine RTL (Verilator via cocotb)",
-        "source_of_numbers": "cycles: RTL simulation; errors: golden model vs float64",
+        "what": f"{mlp.name} on the " + ("GEMV datapath RTL, weights from the DRAM model"
+                                         if from_dram else "GEMV engine RTL")
+                + " (Verilator via cocotb)",
+        "source_of_numbers": "cycles: RTL simulation" + (" with every DRAM command checked "
+                                                          "against the DDR4 timing model"
+                                                          if from_dram else "")
+                             + "; errors: golden model vs float64",
         "engine": {"n_units": units, "max_batch": shape.max_batch, "radix_bits": shape.radix_bits,
                    "clock_ghz": 1.0},
         "tokens": tokens, "active_threshold": threshold,

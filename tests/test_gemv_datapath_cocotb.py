@@ -35,4 +35,5 @@ def test_checker_and_bad_descriptors():
 def test_default_configuration_dense_fp16():
     jobs = [{"name": "dense-fp16-512x1024", "op": "dense", "dtype": "fp16", "rows": 512,
              "cols": 1024}]
-    run_bench({}, "jobs_from_env", seed=3, dg_jobs=json.dumps(jobs))
+    # the parameters of ``ndpdimm bench --suite dram_gemv``, so the two share one Verilator build
+    run_bench({"n_units": 256, "ring_beats": 8}, "jobs_from_env", seed=3, dg_jobs=json.dumps(jobs))

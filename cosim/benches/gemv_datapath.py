@@ -176,7 +176,7 @@ class GemvDatapathTB:
         acts = job.act_words()
         P = max(job.n_steps, 1) * job.batch
         timeout = timeout or 200000 + 40 * job.n_groups * P * 16 + 3 * job.weight_bytes // 16
-        results, status, status_cycle, done = [], None, None, 0
+        results, status, status_cycle, done, done_cycle = [], None, None, 0, None
         host_lat, host_pending = [], self.host_pending
         host_tag = max(host_pending, default=-1) + 1 & 0x7FFF
         bursts0 = int(d.bursts_read.value)
@@ -229,6 +229,7 @@ class GemvDatapathTB:
                 status_cycle = self.cycle
             if d.gemv_done.value == 1:
                 done += 1
+                done_cycle = self.cycle
             if d.gemv_error.value == 1:
                 raise AssertionError(f"{name}: GEMV engine flagged an error")
             if d.resp_overflow.value == 1:
@@ -265,11 +266,14 @@ class GemvDatapathTB:
                                      f"{got[bad[0][0], bad[1][0]]:#010x} vs {want[bad[0][0], bad[1][0]]:#010x}")
         cycles = status_cycle - t0 + 1
         bursts = int(d.bursts_read.value) - bursts0
+        self.last_output = got if job.n_out and job.n_steps else None
         stat = {
             "name": name, "op": job.op, "dtype": job.dtype.name, "batch": job.batch,
             "rows": job.W.shape[0], "cols": job.W.shape[1],
             "selected": None if job.idx is None else len(job.idx),
-            "stream_cycles": cycles, "bursts": bursts, "dram_bytes": bursts * BURST_BYTES,
+            "stream_cycles": cycles,
+            "cycles": (done_cycle if done_cycle is not None else status_cycle) - t0 + 1,
+            "bursts": bursts, "dram_bytes": bursts * BURST_BYTES,
             "bytes_per_cycle": bursts * BURST_BYTES / cycles,
             "peak_bytes_per_cycle": self.peak,
             "utilisation": bursts * BURST_BYTES / cycles / self.peak,
@@ -282,7 +286,7 @@ class GemvDatapathTB:
         }
         self.stats.append(stat)
         dut_log = self.dut._log
-        dut_log.info(f"{name}: {cycles} cycles, {stat['bytes_per_cycle']:.1f} B/cycle "
+        dut_log.info(f"{name}: {stat['cycles']} cycles, streamed in {cycles}, {stat['bytes_per_cycle']:.1f} B/cycle "
                      f"({100 * stat['utilisation']:.1f} % of {self.peak:.1f}), "
                      f"hits {stat['row_hits']} misses {stat['row_misses']} refs {stat['refreshes']}")
         return stat
@@ -392,3 +396,27 @@ async def jobs_from_env(dut):
                          idle=float(os.environ.get("DG_IDLE", "0")),
                          stall=float(os.environ.get("DG_STALL", "0")))
     tb.write_stats("jobs_from_env", time.time() - t0)
+
+
+@cocotb.test()
+async def run_job_file(dut):
+    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``gemv_rtl.run_jobs(..., from_dram=True)``):
+    weights from DRAM, each checked bit-exactly; save outputs, cycles and DRAM figures."""
+    job_file = os.environ.get("GEMV_JOB_FILE")
+    if not job_file:
+        raise RuntimeError("run_job_file needs GEMV_JOB_FILE")
+    tb = GemvDatapathTB(dut, cocotb.RANDOM_SEED)
+    await tb.start()
+    spec = torch.load(job_file, weights_only=False)
+    outputs = []
+    start = time.monotonic()
+    for n, item in enumerate(spec["jobs"]):
+        job = GemvJob(item["op"], item["dtype"], item["W"], item["X"], item["idx"], tb.shape)
+        label = item.get("label") or f"job {n}"
+        t0 = time.monotonic()
+        stat = await tb.run_job(label, job, idle=spec["idle"], stall=spec["stall"])
+        outputs.append({"label": label, "bits": torch.from_numpy(tb.last_output.astype("int64")),
+                        "cycles": stat["cycles"], "wall_seconds": time.monotonic() - t0,
+                        "dram": stat})
+    torch.save({"outputs": outputs, "wall_seconds": time.monotonic() - start,
+                "cycles_simulated": tb.cycle}, spec["result_file"])
