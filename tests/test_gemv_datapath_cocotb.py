@@ -28,7 +28,8 @@ def test_end_to_end_jobs():
 
 
 def test_checker_and_bad_descriptors():
-    run_bench(SMALL, ["checker_catches_wrong_result", "bad_descriptors_change_nothing"], seed=2)
+    run_bench(SMALL, ["checker_catches_wrong_result", "bad_descriptors_change_nothing",
+                      "dma_round_trip_and_host_reads"], seed=2)
 
 
 @pytest.mark.sim
