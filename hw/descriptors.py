@@ -1,0 +1,96 @@
+"""Descriptor formats of the NDP core's command queue: one 256-bit word per descriptor.
+
+The host stages a descriptor in ``DESC0..DESC3`` and pushes it (see
+``hw/ndp_registers.py``). Every descriptor starts with the same header:
+``opcode`` (4 bits, :class:`Opcode`) and ``id`` (12 bits, echoed in its
+completion); the rest is the operation's own layout, all of them views of the
+same 256 bits (:data:`DESCRIPTOR_BITS`). The layouts here are the single
+definition used by the command processor RTL, the benches and the host runtime
+(``layout.const({...}).as_bits()`` packs one, ``layout(bits)`` reads it).
+
+Addresses: ``dram`` fields are DIMM-local byte addresses (checked against the
+host's protection window), ``sram`` fields SRAM byte addresses.
+
+Operations and their data layouts:
+
+* ``GEMV`` - weights in DRAM in the weight streamer's layout
+  (``hw/weight_streamer.py``), activations ``X`` in SRAM (``x_addr``, row pitch
+  ``x_pitch``), optional index list (uint32 entries at ``idx_addr``), results
+  FP32/INT32 to SRAM (``y_addr``, row pitch ``y_pitch``), ``accumulate`` adds
+  them to what is there (``hw/result_writer.py``).
+* ``DMA`` - ``n_bytes`` between ``dram`` and ``sram`` (``hw/dma_engine.py``).
+* ``FENCE`` - completes when every earlier descriptor has completed (the core
+  runs descriptors one at a time in queue order, so a FENCE completes at once
+  when it is dispatched; it exists so host code does not depend on that).
+* ``LINK_SEND``, ``ATOMIC_ADD``, ``RELAYOUT`` - defined, implemented with
+  DIMM-Link; until then they complete with ``Status.UNSUPPORTED`` and do
+  nothing.
+* ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations (layouts
+  added with the activation unit's sequencer).
+* Opcode 0 and 10..15 are not defined: ``Status.BAD_OPCODE``.
+"""
+
+import enum
+
+from amaranth.lib import data
+
+__all__ = ["Opcode", "GemvOp", "DESCRIPTOR_BITS", "header_layout", "gemv_descriptor_layout",
+           "dma_descriptor_layout", "DRAM_ADDR_BITS", "SRAM_ADDR_BITS"]
+
+DESCRIPTOR_BITS = 256
+#: Widths for the default 32 GiB DIMM and 128 KiB SRAM (the layouts take them as arguments).
+DRAM_ADDR_BITS = 35
+SRAM_ADDR_BITS = 17
+
+
+class Opcode(enum.IntEnum):
+    GEMV = 1
+    ACT = 2
+    SOFTMAX = 3
+    ELTWISE = 4
+    DMA = 5
+    FENCE = 6
+    LINK_SEND = 7
+    ATOMIC_ADD = 8
+    RELAYOUT = 9
+
+
+class GemvOp(enum.IntEnum):
+    DENSE = 0
+    ROW_GATHER = 1
+    COL_GATHER = 2
+
+
+def header_layout() -> data.StructLayout:
+    return data.StructLayout({"opcode": 4, "id": 12})
+
+
+def _pad(fields: dict) -> data.StructLayout:
+    used = sum(data.Layout.cast(v).size if not isinstance(v, int) else v for v in fields.values())
+    if used > DESCRIPTOR_BITS:
+        raise AssertionError(f"descriptor layout uses {used} > {DESCRIPTOR_BITS} bits")
+    return data.StructLayout(fields)
+
+
+def gemv_descriptor_layout(dram_bits: int = DRAM_ADDR_BITS, sram_bits: int = SRAM_ADDR_BITS,
+                           count_bits: int = 20) -> data.StructLayout:
+    """GEMV: ``op`` (GemvOp), ``dtype`` (3 reserved), ``batch_minus_one``, ``accumulate``,
+    weights ``w_base``/``n_rows``/``n_cols`` (stored neurons x elements, as the streamer),
+    ``idx_addr``/``n_idx``, activations ``x_addr``/``x_pitch``, results ``y_addr``/``y_pitch``."""
+    return _pad({
+        "opcode": 4, "id": 12,
+        "op": 2, "dtype": 2, "batch_minus_one": 4, "accumulate": 1,
+        "w_base": dram_bits, "n_rows": count_bits, "n_cols": count_bits,
+        "idx_addr": sram_bits, "n_idx": count_bits,
+        "x_addr": sram_bits, "x_pitch": sram_bits,
+        "y_addr": sram_bits, "y_pitch": sram_bits,
+    })
+
+
+def dma_descriptor_layout(dram_bits: int = DRAM_ADDR_BITS,
+                          sram_bits: int = SRAM_ADDR_BITS) -> data.StructLayout:
+    """DMA: ``to_dram`` (0: DRAM -> SRAM), ``dram``, ``sram``, ``n_bytes``."""
+    return _pad({
+        "opcode": 4, "id": 12,
+        "to_dram": 1, "dram": dram_bits, "sram": sram_bits, "n_bytes": sram_bits + 1,
+    })
