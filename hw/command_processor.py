@@ -70,6 +70,7 @@ class CommandProcessor(wiring.Component):
 
     def __init__(self, *, streamer_desc_layout, streamer_status_layout, engine_cmd_layout,
                  feeder_cmd_layout, writer_cmd_layout, dma_desc_layout, status_layout,
+                 dma_status_layout=None,
                  n_units=256, max_batch=16, index_bits=20, step_bits=16, sram_size=131072,
                  capacity_bytes=1 << 35, queue_depth=8, cq_depth=8, caps=0):
         self.n_units = check_int("n_units", n_units, 4, 4096)
@@ -97,7 +98,7 @@ class CommandProcessor(wiring.Component):
             "writer_cmd": Out(stream.Signature(writer_cmd_layout)),
             "writer_status": In(stream.Signature(status_layout)),
             "dma_desc": Out(stream.Signature(dma_desc_layout)),
-            "dma_status": In(stream.Signature(status_layout)),
+            "dma_status": In(stream.Signature(dma_status_layout or status_layout)),
             "policy": Out(2),
             "busy": Out(1),
             # counters from the blocks (1 GHz domain)

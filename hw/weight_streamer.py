@@ -107,6 +107,11 @@ Cycle behaviour
 * A beat is offered in the cycle after its last word arrived; the status
   (``OK``) in the cycle after the last beat was accepted.
 
+``validated`` is high for the one cycle between the last check (index
+pre-scan included) and the first request: a command processor starts the
+engine and its other helpers only then, so a rejected descriptor leaves them
+untouched.
+
 Counters (``bursts_read``: responses received; ``busy_cycles``: cycles not
 idle; ``data_wait_cycles``: cycles streaming with no beat to offer) count from
 reset and wrap.
@@ -233,6 +238,7 @@ class WeightStreamer(wiring.Component):
             "mem": Out(memory_client_signature(self.capacity_bytes, self.ranks, lanes=2)),
             "sram": Out(sram_port_signature(sram.addr_bits, sram.word_bits)),
             "beats": Out(stream.Signature(weights_beat_layout(n_units))),
+            "validated": Out(1),
             "bursts_read": Out(32),
             "busy_cycles": Out(32),
             "data_wait_cycles": Out(32),
@@ -597,6 +603,7 @@ class WeightStreamer(wiring.Component):
                         with m.Else():
                             m.next = "START"
             with m.State("START"):
+                m.d.comb += self.validated.eq(1)         # every check passed, nothing issued yet
                 m.d.sync += [
                     is_u.eq(0), is_s_left.eq(n_steps), is_b.eq(0), is_row_base.eq(base_burst),
                     is_n0.eq(0), is_grp_a.eq(ent_a), is_col0.eq(0), is_left.eq(n_items),

@@ -37,6 +37,8 @@ def make_cp():
         dma_desc_layout=DmaEngine(capacity_bytes=CAP, ranks=4,
                                   sram_size_bytes=SRAM.size_bytes).desc.payload.shape(),
         status_layout=feeder_status_layout(),
+        dma_status_layout=DmaEngine(capacity_bytes=CAP, ranks=4,
+                                    sram_size_bytes=SRAM.size_bytes).status.payload.shape(),
         n_units=U, sram_size=SRAM.size_bytes, capacity_bytes=CAP)
 
 

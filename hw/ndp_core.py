@@ -1,0 +1,173 @@
+"""The NDP core: command processor driving the GEMV datapath, SRAM and memory system of one DIMM.
+
+::
+
+    host CSR port --> CommandProcessor --+--> WeightStreamer --mem--> MemorySystem --> DRAM (PHY ports)
+                                         +--> GemvEngine <-- weights     ^   ^
+                                         +--> ActivationFeeder --acts--/     |
+                                         +--> ResultWriter <-- results       |
+                                         +--> DmaEngine ----------mem--------/
+    host pass-through port --------------------------------------> MemorySystem
+    SRAM ports: 0 streamer (index lists), 1 DMA, 2 feeder, 3 writer
+
+The host programs it through the registers of ``hw/ndp_registers.py`` and the
+descriptors of ``hw/descriptors.py`` (see ``hw/command_processor.py`` for the
+checks, protection window and completion semantics); host pass-through DRAM
+reads and writes use the ``host`` port at any time. The DRAM arbitration
+policy is the ``POLICY`` register, carried into the DRAM clock by a two-flop
+synchroniser (it is quasi-static: privileged, changed only while idle).
+
+Operands of a GEMV live in the SRAM (activations, index lists, results) and
+the weights in DRAM in the streamer's layout; a program moves data between
+DRAM and SRAM with DMA descriptors. The activation unit
+(``hw/activation_unit.py``) joins with its SRAM sequencer; until then ACT,
+SOFTMAX and ELTWISE descriptors complete ``UNSUPPORTED``.
+
+Cycle behaviour: that of the parts (descriptor dispatch in 3 cycles, then the
+blocks' own pipelines; see their docstrings).
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import cdc, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .activation_feeder import ActivationFeeder, feeder_status_layout
+from .command_processor import CommandProcessor, csr_request_layout
+from .dma_engine import DmaEngine
+from .dram_config import load_dram_config
+from .dram_controller import PHY_PORTS, phy_members
+from .gemv_engine import GemvEngine
+from .memory_port import memory_server_signature
+from .memory_system import MemorySystem
+from .ndp_registers import CSR_DATA_BITS
+from .result_writer import ResultWriter
+from .sram import BankedSram, SramGeometry
+from .weight_streamer import WeightStreamer
+
+__all__ = ["NdpCore", "ndp_core_from_config", "core_caps"]
+
+STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT = range(4)
+#: PHY-side ports the core exposes (the arbitration policy is a register, not a pin).
+CORE_PHY_PORTS = tuple(p for p in PHY_PORTS if p != "policy")
+
+
+def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0) -> int:
+    """The ``CAPS`` register value (fields in ``hw/ndp_registers.py``)."""
+    return (n_units | (sram_size.bit_length() - 1) << 16 | ranks << 24 | max_batch << 28 |
+            act_lanes << 36)
+
+
+def _forward(m, source, sink):
+    m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
+                 source.ready.eq(sink.ready)]
+
+
+class NdpCore(wiring.Component):
+    def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
+                 sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=8,
+                 dma_outstanding=16, desc_queue=8, cq_depth=8):
+        self.org, self.timing = org, timing
+        self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, queue_depth=queue_depth,
+                                   refresh=refresh)
+        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 4)
+        self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits)
+        e = self.engine
+        self.streamer = WeightStreamer(n_units=n_units, ring_beats=ring_beats, org=org,
+                                       sram=self.sram_geometry, index_bits=e.index_bits,
+                                       step_bits=e.step_bits)
+        self.dma = DmaEngine(capacity_bytes=org.capacity_bytes, ranks=org.ranks,
+                             sram_size_bytes=sram_size, max_outstanding=dma_outstanding)
+        self.feeder = ActivationFeeder(sram=self.sram_geometry, max_batch=max_batch,
+                                       step_bits=e.step_bits)
+        self.writer = ResultWriter(sram=self.sram_geometry, max_batch=max_batch,
+                                   index_bits=e.index_bits)
+        self.cp = CommandProcessor(
+            streamer_desc_layout=self.streamer.descriptor_layout,
+            streamer_status_layout=self.streamer.status_layout,
+            engine_cmd_layout=e.cmd_layout, feeder_cmd_layout=self.feeder.cmd_layout,
+            writer_cmd_layout=self.writer.cmd_layout,
+            dma_desc_layout=self.dma.desc.payload.shape(), status_layout=feeder_status_layout(),
+            dma_status_layout=self.dma.status.payload.shape(),
+            n_units=n_units, max_batch=max_batch, index_bits=e.index_bits,
+            step_bits=e.step_bits, sram_size=sram_size, capacity_bytes=org.capacity_bytes,
+            queue_depth=desc_queue, cq_depth=cq_depth,
+            caps=core_caps(n_units, sram_size, org.ranks, max_batch))
+        phy = phy_members(org, self.memory.controller.cmd_layout)
+        super().__init__({
+            "csr": In(stream.Signature(csr_request_layout())),
+            "csr_resp": Out(stream.Signature(CSR_DATA_BITS)),
+            "host": Out(memory_server_signature(org.capacity_bytes, org.ranks, 1)),
+            **{name: phy[name] for name in CORE_PHY_PORTS},
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ms, st, dma, e, fd, wr, cp = (self.memory, self.streamer, self.dma, self.engine,
+                                      self.feeder, self.writer, self.cp)
+        g = self.sram_geometry
+        sram = BankedSram(g.size_bytes, g.n_banks, g.word_bits, g.n_ports)
+        for name, block in (("memory", ms), ("sram", sram), ("streamer", st), ("dma", dma),
+                            ("engine", e), ("feeder", fd), ("writer", wr), ("cp", cp)):
+            m.submodules[name] = block
+
+        # memory clients (wiring.connect cannot walk array members in Amaranth 0.5)
+        for client, port in ((st.mem, ms.clients[0]), (dma.mem, ms.clients[1])):
+            for lane in range(len(port.req)):
+                _forward(m, client.req[lane], port.req[lane])
+            for r in range(self.org.ranks):
+                _forward(m, port.resp[r], client.resp[r])
+        _forward(m, self.host.req[0], ms.host.req[0])
+        for r in range(self.org.ranks):
+            _forward(m, ms.host.resp[r], self.host.resp[r])
+
+        for block, port in ((st, STREAMER_PORT), (dma, DMA_PORT), (fd, FEEDER_PORT),
+                            (wr, WRITER_PORT)):
+            wiring.connect(m, block.sram, sram.ports[port])
+        wiring.connect(m, st.beats, e.weights)
+        wiring.connect(m, fd.acts, e.acts)
+        wiring.connect(m, e.results, wr.results)
+
+        # command processor
+        wiring.connect(m, wiring.flipped(self.csr), cp.csr)
+        wiring.connect(m, cp.csr_resp, wiring.flipped(self.csr_resp))
+        wiring.connect(m, cp.streamer_desc, st.desc)
+        wiring.connect(m, st.status, cp.streamer_status)
+        wiring.connect(m, cp.engine_cmd, e.cmd)
+        wiring.connect(m, cp.feeder_cmd, fd.cmd)
+        wiring.connect(m, fd.status, cp.feeder_status)
+        wiring.connect(m, cp.writer_cmd, wr.cmd)
+        wiring.connect(m, wr.status, cp.writer_status)
+        wiring.connect(m, cp.dma_desc, dma.desc)
+        wiring.connect(m, dma.status, cp.dma_status)
+        m.d.comb += [
+            cp.streamer_validated.eq(st.validated),
+            cp.bursts_read.eq(st.bursts_read),
+            cp.gemv_busy.eq(e.busy), cp.dma_busy.eq(dma.busy), cp.act_busy.eq(0),
+        ]
+        # DRAM counters reach the registers as coherent snapshots through a small asynchronous
+        # FIFO (pushed whenever it has room, the latest popped one is held: a few cycles old);
+        # the policy is quasi-static (privileged, changed only while idle): two-flop synchroniser
+        counters = ("row_hits", "row_misses", "refreshes")
+        snap = fifo.AsyncFIFO(width=32 * len(counters), depth=4, w_domain="dram", r_domain="sync")
+        m.submodules.counter_snapshots = snap
+        held = Signal(32 * len(counters))
+        m.d.comb += [snap.w_data.eq(Cat(getattr(ms, n) for n in counters)), snap.w_en.eq(snap.w_rdy),
+                     snap.r_en.eq(1)]
+        with m.If(snap.r_rdy):
+            m.d.sync += held.eq(snap.r_data)
+        for i, n in enumerate(counters):
+            m.d.comb += getattr(cp, n).eq(held[32 * i:32 * (i + 1)])
+        m.submodules.policy_sync = cdc.FFSynchronizer(cp.policy, ms.policy, o_domain="dram")
+        for name in CORE_PHY_PORTS:
+            if name == "dq_rd":
+                m.d.comb += ms.dq_rd.eq(self.dq_rd)
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(ms, name))
+        return m
+
+
+def ndp_core_from_config(config_path: str | None = None, **params) -> NdpCore:
+    """``NdpCore`` for the DRAM of a TOML config (default DDR4-3200): a factory with JSON-able
+    arguments, for benches and builds."""
+    org, timing = load_dram_config(config_path)
+    return NdpCore(org, timing, **params)

@@ -1,0 +1,15 @@
+"""pytest entry points of the full-chip NDP core bench (``cosim/benches/ndp_core.py``).
+
+A small configuration (8 GEMV units, 16 KiB SRAM) in ``make test``.
+"""
+
+from ndpdimm.cosim import rtl_build
+
+BENCH = "ndpdimm.cosim.benches.ndp_core"
+FACTORY = "ndpdimm.hw.ndp_core:ndp_core_from_config"
+SMALL = {"n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
+
+
+def test_full_chip_gemv_programs_and_invalid_descriptors():
+    rtl_build.run("ndp_core", FACTORY, SMALL, BENCH,
+                  testcase=["gemv_programs", "invalid_descriptors_change_nothing"], seed=1).check()
