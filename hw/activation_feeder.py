@@ -86,14 +86,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .formats import WORD_BITS, Dtype, GemvMode, check_int
-from .memory_port import Status
+from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_layout
 from .sram import SramGeometry
 
 __all__ = ["ActivationFeeder", "feeder_command_layout", "feeder_status_layout",
            "check_sram_geometry", "STATUS_CYCLES_BITS"]
 
-#: Width of the status beat's cycle count.
-STATUS_CYCLES_BITS = 32
 #: SRAM word width the GEMV helpers are built for: one result beat, two activation words.
 GEMV_SRAM_WORD_BITS = 256
 _ACT_BYTES = WORD_BITS // 8          # 16
@@ -133,9 +131,7 @@ def feeder_command_layout(sram: SramGeometry, max_batch: int, step_bits: int,
     })
 
 
-def feeder_status_layout() -> data.StructLayout:
-    """One completion: ``code`` (``Status``) and ``cycles`` from command to status."""
-    return data.StructLayout({"code": Status, "cycles": STATUS_CYCLES_BITS})
+feeder_status_layout = status_layout
 
 
 def _bits(value):
@@ -312,12 +308,7 @@ class ActivationFeeder(wiring.Component):
         g_last = g_cnt + 1 == cfg.n_groups
 
         def finish(code, cycles=cyc + 1):
-            m.d.sync += [
-                self.status.valid.eq(1),
-                self.status.payload.code.eq(code),
-                self.status.payload.cycles.eq(cycles),
-            ]
-            m.next = "STATUS"
+            offer_status(m, self.status, code, cycles)
 
         with m.If(self.busy):
             m.d.sync += cyc.eq(cyc + 1)

@@ -47,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from .descriptors import (DESCRIPTOR_BITS, GemvOp, Opcode, dma_descriptor_layout,
                           gemv_descriptor_layout)
 from .formats import Dtype, GemvMode, check_int
-from .memory_port import Status
+from .memory_port import Status, status_layout
 from .ndp_registers import CSR_DATA_BITS, ID_VALUE, register
 
 __all__ = ["CommandProcessor", "csr_request_layout", "completion_layout"]
@@ -69,8 +69,7 @@ class CommandProcessor(wiring.Component):
     their status streams come back in."""
 
     def __init__(self, *, streamer_desc_layout, streamer_status_layout, engine_cmd_layout,
-                 feeder_cmd_layout, writer_cmd_layout, dma_desc_layout, status_layout,
-                 dma_status_layout=None,
+                 feeder_cmd_layout, writer_cmd_layout, dma_desc_layout,
                  n_units=256, max_batch=16, index_bits=20, step_bits=16, sram_size=131072,
                  capacity_bytes=1 << 35, queue_depth=8, cq_depth=8, caps=0):
         self.n_units = check_int("n_units", n_units, 4, 4096)
@@ -94,11 +93,11 @@ class CommandProcessor(wiring.Component):
             "streamer_validated": In(1),
             "engine_cmd": Out(stream.Signature(engine_cmd_layout)),
             "feeder_cmd": Out(stream.Signature(feeder_cmd_layout)),
-            "feeder_status": In(stream.Signature(status_layout)),
+            "feeder_status": In(stream.Signature(status_layout())),
             "writer_cmd": Out(stream.Signature(writer_cmd_layout)),
-            "writer_status": In(stream.Signature(status_layout)),
+            "writer_status": In(stream.Signature(status_layout())),
             "dma_desc": Out(stream.Signature(dma_desc_layout)),
-            "dma_status": In(stream.Signature(dma_status_layout or status_layout)),
+            "dma_status": In(stream.Signature(status_layout())),
             "policy": Out(2),
             "busy": Out(1),
             # counters from the blocks (1 GHz domain)

@@ -74,17 +74,16 @@ from amaranth.lib.wiring import In, Out
 
 from .dram_config import load_dram_config
 from .formats import check_int
-from .memory_port import (BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, Status, burst_address_bits,
+from .memory_port import (BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, STATUS_CYCLES_BITS, Status,
+                          burst_address_bits, offer_status, status_layout,
                           memory_client_signature)
 from .sram import sram_port_signature
 
 __all__ = ["DmaEngine", "dma_descriptor_layout", "dma_status_layout", "N_BYTES_BITS",
-           "STATUS_CODE_BITS", "STATUS_CYCLES_BITS", "COUNTER_BITS"]
+           "STATUS_CYCLES_BITS", "COUNTER_BITS"]
 
 #: Width of a descriptor's byte count (any value is legal; too long is an SRAM_RANGE error).
 N_BYTES_BITS = 32
-STATUS_CODE_BITS = 8
-STATUS_CYCLES_BITS = 32
 #: Width of the ``bytes_moved`` and ``busy_cycles`` counters.
 COUNTER_BITS = 48
 
@@ -114,9 +113,7 @@ def dma_descriptor_layout(capacity_bytes: int, sram_size_bytes: int) -> data.Str
     })
 
 
-def dma_status_layout() -> data.StructLayout:
-    """One completion beat: ``code`` (a ``Status``) and ``cycles`` from descriptor to status."""
-    return data.StructLayout({"code": STATUS_CODE_BITS, "cycles": STATUS_CYCLES_BITS})
+dma_status_layout = status_layout
 
 
 class DmaEngine(wiring.Component):
@@ -320,12 +317,7 @@ class DmaEngine(wiring.Component):
 
         # ---- control -----------------------------------------------------------------------
         def finish(code):
-            m.d.sync += [
-                self.status.valid.eq(1),
-                self.status.payload.code.eq(code),
-                self.status.payload.cycles.eq(cyc + 1),
-            ]
-            m.next = "STATUS"
+            offer_status(m, self.status, code, cyc + 1)
 
         end = Cat(d.dram_addr, 0) + d.n_bytes
         with m.FSM():

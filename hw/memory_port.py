@@ -38,7 +38,8 @@ from amaranth.lib.wiring import In, Out
 
 __all__ = ["BURST_BYTES", "BURST_BITS", "CLIENT_TAG_BITS", "Status",
            "memory_request_layout", "memory_response_layout", "memory_client_signature",
-           "burst_address_bits", "memory_server_signature"]
+           "burst_address_bits", "memory_server_signature", "status_layout", "offer_status",
+           "STATUS_CYCLES_BITS"]
 
 #: One DRAM burst (BL8 on a x64 rank bus).
 BURST_BYTES = 64
@@ -57,6 +58,23 @@ class Status(enum.IntEnum):
     SRAM_RANGE = 5       # an SRAM byte range (data or index list) runs past the SRAM
     BAD_INDEX = 6        # an index list entry names a row/neuron outside the matrix
     UNSUPPORTED = 7      # a defined operation this build does not implement
+
+
+#: Width of the cycle count in a completion beat.
+STATUS_CYCLES_BITS = 32
+
+
+def status_layout() -> data.StructLayout:
+    """The completion beat of a descriptor-driven block (DMA, activation feeder, result writer):
+    ``code`` (a ``Status``) and ``cycles`` from taking the command to offering the status."""
+    return data.StructLayout({"code": Status, "cycles": STATUS_CYCLES_BITS})
+
+
+def offer_status(m, status, code, cycles, next_state="STATUS"):
+    """In an FSM state: register ``status`` (valid, code, cycles) and go to ``next_state``, where
+    the block holds it until ``status.ready`` (the blocks' shared completion sequence)."""
+    m.d.sync += [status.valid.eq(1), status.payload.code.eq(code), status.payload.cycles.eq(cycles)]
+    m.next = next_state
 
 
 def burst_address_bits(capacity_bytes: int) -> int:

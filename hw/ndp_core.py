@@ -31,7 +31,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import cdc, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .activation_feeder import ActivationFeeder, feeder_status_layout
+from .activation_feeder import ActivationFeeder
 from .command_processor import CommandProcessor, csr_request_layout
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
@@ -86,8 +86,7 @@ class NdpCore(wiring.Component):
             streamer_status_layout=self.streamer.status_layout,
             engine_cmd_layout=e.cmd_layout, feeder_cmd_layout=self.feeder.cmd_layout,
             writer_cmd_layout=self.writer.cmd_layout,
-            dma_desc_layout=self.dma.desc.payload.shape(), status_layout=feeder_status_layout(),
-            dma_status_layout=self.dma.status.payload.shape(),
+            dma_desc_layout=self.dma.desc.payload.shape(),
             n_units=n_units, max_batch=max_batch, index_bits=e.index_bits,
             step_bits=e.step_bits, sram_size=sram_size, capacity_bytes=org.capacity_bytes,
             queue_depth=desc_queue, cq_depth=cq_depth,

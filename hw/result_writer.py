@@ -106,10 +106,10 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .activation_feeder import STATUS_CYCLES_BITS, check_sram_geometry
+from .activation_feeder import check_sram_geometry
 from .formats import ACC_BITS, RESULT_LANES, check_int, result_beat_layout
 from .fp32_arith import Fp32Adder
-from .memory_port import Status
+from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_layout
 from .sram import SramGeometry
 
 __all__ = ["ResultWriter", "writer_command_layout", "writer_status_layout"]
@@ -131,9 +131,7 @@ def writer_command_layout(sram: SramGeometry, max_batch: int, index_bits: int) -
     })
 
 
-def writer_status_layout() -> data.StructLayout:
-    """One completion: ``code`` (``Status``) and ``cycles`` from command to status."""
-    return data.StructLayout({"code": Status, "cycles": STATUS_CYCLES_BITS})
+writer_status_layout = status_layout
 
 
 class ResultWriter(wiring.Component):
@@ -310,12 +308,7 @@ class ResultWriter(wiring.Component):
 
         # ---- control -----------------------------------------------------------------------
         def finish(code, cycles=cyc + 1):
-            m.d.sync += [
-                self.status.valid.eq(1),
-                self.status.payload.code.eq(code),
-                self.status.payload.cycles.eq(cycles),
-            ]
-            m.next = "STATUS"
+            offer_status(m, self.status, code, cycles)
 
         p = self.cmd.payload
         quiet = ~running & ~a_valid & ~r_valid & q_empty

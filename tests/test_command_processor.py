@@ -10,7 +10,7 @@ are verified in their own tests; the full-chip bench wires the real ones.
 import pytest
 from amaranth.sim import Simulator
 
-from ndpdimm.hw.activation_feeder import ActivationFeeder, feeder_status_layout
+from ndpdimm.hw.activation_feeder import ActivationFeeder
 from ndpdimm.hw.command_processor import CommandProcessor
 from ndpdimm.hw.descriptors import GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.dma_engine import DmaEngine
@@ -36,9 +36,6 @@ def make_cp():
         writer_cmd_layout=ResultWriter(sram=SRAM).cmd_layout,
         dma_desc_layout=DmaEngine(capacity_bytes=CAP, ranks=4,
                                   sram_size_bytes=SRAM.size_bytes).desc.payload.shape(),
-        status_layout=feeder_status_layout(),
-        dma_status_layout=DmaEngine(capacity_bytes=CAP, ranks=4,
-                                    sram_size_bytes=SRAM.size_bytes).status.payload.shape(),
         n_units=U, sram_size=SRAM.size_bytes, capacity_bytes=CAP)
 
 
