@@ -32,7 +32,7 @@ from ndpdimm.cosim.bench_gemv import bench_header
 
 __all__ = ["run_dram_bench", "bench_points"]
 
-FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_from_config"
+FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_verilog"
 BENCH = "ndpdimm.cosim.benches.gemv_datapath"
 
 

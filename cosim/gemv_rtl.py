@@ -30,7 +30,7 @@ __all__ = ["RtlJobResult", "run_jobs", "engine_params", "BENCH", "FACTORY"]
 BENCH = "ndpdimm.cosim.benches.gemv_engine"
 FACTORY = "ndpdimm.hw.gemv_engine:engine_verilog"
 DATAPATH_BENCH = "ndpdimm.cosim.benches.gemv_datapath"
-DATAPATH_FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_from_config"
+DATAPATH_FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_verilog"
 
 
 @dataclass

@@ -35,13 +35,14 @@ from amaranth.lib.wiring import In, Out
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
+from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
 from .memory_port import memory_server_signature
 from .dram_controller import forward_phy, phy_members
 from .memory_system import MemorySystem
 from .sram import BankedSram, SramGeometry
 from .weight_streamer import WeightStreamer
 
-__all__ = ["GemvDatapath", "gemv_datapath_from_config"]
+__all__ = ["GemvDatapath", "gemv_datapath_from_config", "gemv_datapath_verilog"]
 
 STREAMER_CLIENT, DMA_CLIENT = 0, 1
 
@@ -60,13 +61,14 @@ class GemvDatapath(wiring.Component):
 
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, policy="fair", refresh="aligned", queue_depth=8,
-                 dma_outstanding=16):
+                 dma_outstanding=16, hierarchical=False):
         self.org, self.timing = org, timing
         self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, policy=policy,
                                    queue_depth=queue_depth, refresh=refresh)
         self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 3)
         self.sram_block = BankedSram(sram_size, sram_banks, 256, 3)
-        self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits)
+        self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits,
+                                 hierarchical=hierarchical)
         self.streamer = WeightStreamer(n_units=n_units, ring_beats=ring_beats, org=org,
                                        sram=self.sram_geometry, index_bits=self.engine.index_bits,
                                        step_bits=self.engine.step_bits)
@@ -139,3 +141,15 @@ def gemv_datapath_from_config(config_path: str | None = None, **params) -> GemvD
     JSON-able arguments, for benches and builds."""
     org, timing = load_dram_config(config_path)
     return GemvDatapath(org, timing, **params)
+
+
+def gemv_datapath_verilog(config_path: str | None = None, name: str = "gemv_datapath",
+                          **params) -> str:
+    """Verilog of the datapath with the engine's units as instances of one ``gemv_unit`` module
+    (emitted once): at 256 units the flat netlist is ~1.1 M lines that Verilator cannot build in
+    useful time; this is a few hundred thousand. Same behaviour, same ports."""
+    from amaranth.back import verilog
+    dp = gemv_datapath_from_config(config_path, hierarchical=True, **params)
+    unit = GemvUnit(dp.engine.radix_bits, dp.engine.max_batch)
+    return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +
+            verilog.convert(dp, name=name))

@@ -37,6 +37,7 @@ from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .dram_controller import PHY_PORTS, phy_members
 from .gemv_engine import GemvEngine
+from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
 from .memory_port import memory_server_signature
 from .memory_system import MemorySystem
 from .ndp_registers import CSR_DATA_BITS
@@ -44,7 +45,7 @@ from .result_writer import ResultWriter
 from .sram import BankedSram, SramGeometry
 from .weight_streamer import WeightStreamer
 
-__all__ = ["NdpCore", "ndp_core_from_config", "core_caps"]
+__all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
 
 STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT = range(4)
 #: PHY-side ports the core exposes (the arbitration policy is a register, not a pin).
@@ -65,12 +66,13 @@ def _forward(m, source, sink):
 class NdpCore(wiring.Component):
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=8,
-                 dma_outstanding=16, desc_queue=8, cq_depth=8):
+                 dma_outstanding=16, desc_queue=8, cq_depth=8, hierarchical=False):
         self.org, self.timing = org, timing
         self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, queue_depth=queue_depth,
                                    refresh=refresh)
         self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 4)
-        self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits)
+        self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits,
+                                 hierarchical=hierarchical)
         e = self.engine
         self.streamer = WeightStreamer(n_units=n_units, ring_beats=ring_beats, org=org,
                                        sram=self.sram_geometry, index_bits=e.index_bits,
@@ -170,3 +172,13 @@ def ndp_core_from_config(config_path: str | None = None, **params) -> NdpCore:
     arguments, for benches and builds."""
     org, timing = load_dram_config(config_path)
     return NdpCore(org, timing, **params)
+
+
+def ndp_core_verilog(config_path: str | None = None, name: str = "ndp_core", **params) -> str:
+    """Verilog of the core with the GEMV units as instances of one ``gemv_unit`` module (see
+    ``gemv_datapath.gemv_datapath_verilog``)."""
+    from amaranth.back import verilog
+    core = ndp_core_from_config(config_path, hierarchical=True, **params)
+    unit = GemvUnit(core.engine.radix_bits, core.engine.max_batch)
+    return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +
+            verilog.convert(core, name=name))

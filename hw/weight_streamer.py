@@ -498,10 +498,12 @@ class WeightStreamer(wiring.Component):
                 m.d.comb += hits[r].eq(Mux(slot_hit[r][t], unit_hit[r], 0))
             m.d.comb += wen.eq(_or_all(hits))
             m.d.sync += vbits[t].eq(vbits[t] | wen)
+            # one conditional assignment per rank (at most one fires per word and cycle): this
+            # keeps the emitted Verilog linear in words x ranks instead of a 128-bit OR tree each
             for u in range(U):
-                with m.If(wen[u]):
-                    m.d.sync += ring[t][u].eq(_or_all([Mux(hits[r][u], cand[r][t][u % 4], 0)
-                                                       for r in range(R)]))
+                for r in range(R):
+                    with m.If(hits[r][u]):
+                        m.d.sync += ring[t][u].eq(cand[r][t][u % 4])
 
         # ---- ring: head beat ---------------------------------------------------------------
         out_t = out_beat[:RBb]

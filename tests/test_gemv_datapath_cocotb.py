@@ -12,7 +12,7 @@ import pytest
 from ndpdimm.cosim import rtl_build
 
 BENCH = "ndpdimm.cosim.benches.gemv_datapath"
-FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_from_config"
+FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_verilog"
 SMALL = {"n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
 
 

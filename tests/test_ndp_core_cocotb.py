@@ -6,7 +6,7 @@ A small configuration (8 GEMV units, 16 KiB SRAM) in ``make test``.
 from ndpdimm.cosim import rtl_build
 
 BENCH = "ndpdimm.cosim.benches.ndp_core"
-FACTORY = "ndpdimm.hw.ndp_core:ndp_core_from_config"
+FACTORY = "ndpdimm.hw.ndp_core:ndp_core_verilog"
 SMALL = {"n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
 
 
