@@ -54,6 +54,8 @@ def _parser():
     b.add_argument("--cols", type=_positive, default=None, help="dram_gemv: matrix columns (4096)")
     b.add_argument("--ring-beats", type=_positive, default=None,
                    help="dram_gemv: weight streamer ring depth in beats (8)")
+    b.add_argument("--jobs", type=_positive, default=None,
+                   help="dram_gemv: simulator processes run in parallel (default: CPU count, max 4)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
 
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
@@ -80,7 +82,8 @@ def main(argv=None):
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
-                                        ("cols", args.cols), ("ring_beats", args.ring_beats))
+                                        ("cols", args.cols), ("ring_beats", args.ring_beats),
+                                        ("jobs", args.jobs))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
         elif args.command == "verilog":
