@@ -86,7 +86,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .formats import WORD_BITS, Dtype, GemvMode, check_int
-from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_layout
+from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_state, status_layout
 from .sram import SramGeometry
 
 __all__ = ["ActivationFeeder", "feeder_command_layout", "feeder_status_layout",
@@ -362,9 +362,5 @@ class ActivationFeeder(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 with m.If(reserved == 0):          # every word taken by the engine
                     finish(Status.OK)
-            with m.State("STATUS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(self.status.ready):
-                    m.d.sync += self.status.valid.eq(0)
-                    m.next = "IDLE"
+            status_state(m, self.status, self.busy)
         return m

@@ -75,7 +75,7 @@ from amaranth.lib.wiring import In, Out
 from .dram_config import load_dram_config
 from .formats import check_int
 from .memory_port import (BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, STATUS_CYCLES_BITS, Status,
-                          burst_address_bits, offer_status, status_layout,
+                          burst_address_bits, offer_status, status_state, status_layout,
                           memory_client_signature)
 from .sram import sram_port_signature
 
@@ -357,11 +357,7 @@ class DmaEngine(wiring.Component):
                 m.d.sync += cyc.eq(cyc + 1)
                 with m.If(Mux(d.to_dram, acks_left == 0, words_left == 0)):
                     finish(Status.OK)
-            with m.State("STATUS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(self.status.ready):
-                    m.d.sync += self.status.valid.eq(0)
-                    m.next = "IDLE"
+            status_state(m, self.status, self.busy)
         return m
 
 

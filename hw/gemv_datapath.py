@@ -36,7 +36,7 @@ from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
-from .memory_port import memory_server_signature
+from .memory_port import connect_memory_client, forward_stream, memory_server_signature
 from .dram_controller import forward_phy, phy_members
 from .memory_system import MemorySystem
 from .sram import BankedSram, SramGeometry
@@ -47,10 +47,6 @@ __all__ = ["GemvDatapath", "gemv_datapath_from_config", "gemv_datapath_verilog"]
 STREAMER_CLIENT, DMA_CLIENT = 0, 1
 
 
-def _forward(m, source, sink):
-    """Connect a stream produced by ``source`` to the consumer ``sink`` (one hop, combinational)."""
-    m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
-                 source.ready.eq(sink.ready)]
 
 
 class GemvDatapath(wiring.Component):
@@ -105,27 +101,23 @@ class GemvDatapath(wiring.Component):
         m.submodules.dma = dma
         m.submodules.engine = e
 
-        # (wiring.connect cannot walk the array members of these ports in Amaranth 0.5)
-        for client, port in ((st.mem, ms.clients[STREAMER_CLIENT]), (dma.mem, ms.clients[DMA_CLIENT])):
-            for lane in range(len(port.req)):
-                _forward(m, client.req[lane], port.req[lane])
-            for r in range(self.org.ranks):
-                _forward(m, port.resp[r], client.resp[r])
+        connect_memory_client(m, st.mem, ms.clients[STREAMER_CLIENT])
+        connect_memory_client(m, dma.mem, ms.clients[DMA_CLIENT])
         wiring.connect(m, st.sram, sram.ports[0])
         wiring.connect(m, dma.sram, sram.ports[1])
         wiring.connect(m, wiring.flipped(self.sram), sram.ports[2])
         wiring.connect(m, st.beats, e.weights)
 
-        _forward(m, self.host.req[0], ms.host.req[0])
+        forward_stream(m, self.host.req[0], ms.host.req[0])
         for r in range(self.org.ranks):
-            _forward(m, ms.host.resp[r], self.host.resp[r])
-        _forward(m, self.streamer_desc, st.desc)
-        _forward(m, st.status, self.streamer_status)
-        _forward(m, self.dma_desc, dma.desc)
-        _forward(m, dma.status, self.dma_status)
-        _forward(m, self.gemv_cmd, e.cmd)
-        _forward(m, self.gemv_acts, e.acts)
-        _forward(m, e.results, self.gemv_results)
+            forward_stream(m, ms.host.resp[r], self.host.resp[r])
+        forward_stream(m, self.streamer_desc, st.desc)
+        forward_stream(m, st.status, self.streamer_status)
+        forward_stream(m, self.dma_desc, dma.desc)
+        forward_stream(m, dma.status, self.dma_status)
+        forward_stream(m, self.gemv_cmd, e.cmd)
+        forward_stream(m, self.gemv_acts, e.acts)
+        forward_stream(m, e.results, self.gemv_results)
 
         forward_phy(m, self, ms)
         m.d.comb += [

@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["BURST_BYTES", "BURST_BITS", "CLIENT_TAG_BITS", "Status",
            "memory_request_layout", "memory_response_layout", "memory_client_signature",
            "burst_address_bits", "memory_server_signature", "status_layout", "offer_status",
-           "STATUS_CYCLES_BITS"]
+           "STATUS_CYCLES_BITS", "status_state", "forward_stream", "connect_memory_client"]
 
 #: One DRAM burst (BL8 on a x64 rank bus).
 BURST_BYTES = 64
@@ -75,6 +75,30 @@ def offer_status(m, status, code, cycles, next_state="STATUS"):
     the block holds it until ``status.ready`` (the blocks' shared completion sequence)."""
     m.d.sync += [status.valid.eq(1), status.payload.code.eq(code), status.payload.cycles.eq(cycles)]
     m.next = next_state
+
+
+def status_state(m, status, busy, next_state="IDLE"):
+    """The ``STATUS`` FSM state of those blocks: busy, holding the status until it is taken."""
+    with m.State("STATUS"):
+        m.d.comb += busy.eq(1)
+        with m.If(status.ready):
+            m.d.sync += status.valid.eq(0)
+            m.next = next_state
+
+
+def forward_stream(m, source, sink):
+    """Connect a stream produced by ``source`` to the consumer ``sink`` (combinational)."""
+    m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
+                 source.ready.eq(sink.ready)]
+
+
+def connect_memory_client(m, client, server):
+    """A client port to a server port (``wiring.connect`` cannot walk their array members in
+    Amaranth 0.5)."""
+    for lane in range(len(server.req)):
+        forward_stream(m, client.req[lane], server.req[lane])
+    for r in range(len(server.resp)):
+        forward_stream(m, server.resp[r], client.resp[r])
 
 
 def burst_address_bits(capacity_bytes: int) -> int:

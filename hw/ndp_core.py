@@ -38,7 +38,7 @@ from .dram_config import load_dram_config
 from .dram_controller import PHY_PORTS, phy_members
 from .gemv_engine import GemvEngine
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
-from .memory_port import memory_server_signature
+from .memory_port import connect_memory_client, forward_stream, memory_server_signature
 from .memory_system import MemorySystem
 from .ndp_registers import CSR_DATA_BITS
 from .result_writer import ResultWriter
@@ -58,9 +58,6 @@ def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0) -> int:
             act_lanes << 36)
 
 
-def _forward(m, source, sink):
-    m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
-                 source.ready.eq(sink.ready)]
 
 
 class NdpCore(wiring.Component):
@@ -111,15 +108,11 @@ class NdpCore(wiring.Component):
                             ("engine", e), ("feeder", fd), ("writer", wr), ("cp", cp)):
             m.submodules[name] = block
 
-        # memory clients (wiring.connect cannot walk array members in Amaranth 0.5)
-        for client, port in ((st.mem, ms.clients[0]), (dma.mem, ms.clients[1])):
-            for lane in range(len(port.req)):
-                _forward(m, client.req[lane], port.req[lane])
-            for r in range(self.org.ranks):
-                _forward(m, port.resp[r], client.resp[r])
-        _forward(m, self.host.req[0], ms.host.req[0])
+        connect_memory_client(m, st.mem, ms.clients[0])
+        connect_memory_client(m, dma.mem, ms.clients[1])
+        forward_stream(m, self.host.req[0], ms.host.req[0])
         for r in range(self.org.ranks):
-            _forward(m, ms.host.resp[r], self.host.resp[r])
+            forward_stream(m, ms.host.resp[r], self.host.resp[r])
 
         for block, port in ((st, STREAMER_PORT), (dma, DMA_PORT), (fd, FEEDER_PORT),
                             (wr, WRITER_PORT)):

@@ -109,7 +109,7 @@ from amaranth.lib.wiring import In, Out
 from .activation_feeder import check_sram_geometry
 from .formats import ACC_BITS, RESULT_LANES, check_int, result_beat_layout
 from .fp32_arith import Fp32Adder
-from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_layout
+from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_state, status_layout
 from .sram import SramGeometry
 
 __all__ = ["ResultWriter", "writer_command_layout", "writer_status_layout"]
@@ -331,9 +331,5 @@ class ResultWriter(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 with m.If(quiet):
                     finish(Mux(discard, Status.MISALIGNED, Mux(bad, Status.BAD_FIELD, Status.OK)))
-            with m.State("STATUS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(self.status.ready):
-                    m.d.sync += self.status.valid.eq(0)
-                    m.next = "IDLE"
+            status_state(m, self.status, self.busy)
         return m
