@@ -14,8 +14,7 @@ the first failing check gives its ``Status`` and the descriptor completes
 with no side effect:
 
 * opcode 0 or > 9: ``BAD_OPCODE``; ``LINK_SEND``/``ATOMIC_ADD``/``RELAYOUT``
-  (DIMM-Link) and ``ACT``/``SOFTMAX``/``ELTWISE`` (until the activation
-  sequencer is wired in): ``UNSUPPORTED``.
+  (DIMM-Link, not yet built): ``UNSUPPORTED``.
 * GEMV: ``op`` > 2, dtype 3, batch above the engine's ``max_batch``,
   ``n_rows``/``n_cols``/``n_idx`` giving more outputs or steps than the engine's
   counters hold: ``BAD_FIELD``; ``w_base`` not 64 B aligned, ``x_addr``/``x_pitch``
@@ -29,9 +28,12 @@ with no side effect:
   one), so a bad index list writes nothing.
 * DMA: ``dram``..``dram + n_bytes`` outside the window: ``DRAM_RANGE``; the DMA
   engine checks alignment and the SRAM range itself before any access.
+* ACT / SOFTMAX / ELTWISE: handed to the activation sequencer
+  (``hw/activation_sequencer.py``), which checks formats, op, alignment, SRAM
+  ranges and overlap before any access (they touch no DRAM).
 
 Completion entry: id, opcode, status, cycles from dispatch to completion, DRAM
-bytes (the streamer's bursts x 64 for a GEMV, ``n_bytes`` for a DMA).
+bytes (the streamer's bursts x 64 for a GEMV, ``n_bytes`` for a DMA, 0 otherwise).
 
 Cycle behaviour: a pushed descriptor is dispatched 3 cycles after it reaches
 the head of the queue (pop, decode, check); a rejected one completes in the
@@ -66,10 +68,11 @@ def completion_layout() -> data.StructLayout:
 class CommandProcessor(wiring.Component):
     """See module docstring. The dispatch ports carry the command layouts of the blocks they
     drive (``streamer_desc``, ``engine_cmd``, ``feeder_cmd``, ``writer_cmd``, ``dma_desc``);
-    their status streams come back in."""
+    their status streams come back in; ``act_desc`` carries the whole descriptor
+    (``act_desc_layout``) to the activation sequencer."""
 
     def __init__(self, *, streamer_desc_layout, streamer_status_layout, engine_cmd_layout,
-                 feeder_cmd_layout, writer_cmd_layout, dma_desc_layout,
+                 feeder_cmd_layout, writer_cmd_layout, dma_desc_layout, act_desc_layout,
                  n_units=256, max_batch=16, index_bits=20, step_bits=16, sram_size=131072,
                  capacity_bytes=1 << 35, queue_depth=8, cq_depth=8, caps=0):
         self.n_units = check_int("n_units", n_units, 4, 4096)
@@ -98,6 +101,8 @@ class CommandProcessor(wiring.Component):
             "writer_status": In(stream.Signature(status_layout())),
             "dma_desc": Out(stream.Signature(dma_desc_layout)),
             "dma_status": In(stream.Signature(status_layout())),
+            "act_desc": Out(stream.Signature(act_desc_layout)),
+            "act_status": In(stream.Signature(status_layout())),
             "policy": Out(2),
             "busy": Out(1),
             # counters from the blocks (1 GHz domain)
@@ -285,6 +290,7 @@ class CommandProcessor(wiring.Component):
         m.d.comb += [wp.y_addr.eq(g.y_addr), wp.y_pitch.eq(g.y_pitch),
                      wp.accumulate.eq(g.accumulate), wp.is_int.eq(is_int8),
                      wp.batch_minus_one.eq(batch_m1), wp.n_out.eq(n_out)]
+        m.d.comb += self.act_desc.payload.as_value().eq(desc[:len(self.act_desc.payload.as_value())])
         dp = self.dma_desc.payload
         m.d.comb += [dp.to_dram.eq(dm.to_dram), dp.dram_addr.eq(dm.dram), dp.sram_addr.eq(dm.sram),
                      dp.n_bytes.eq(dm.n_bytes)]
@@ -312,8 +318,9 @@ class CommandProcessor(wiring.Component):
                             m.next = "DMA"
                     with m.Case(Opcode.FENCE):
                         m.next = "COMPLETE"
-                    with m.Case(Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE, Opcode.LINK_SEND,
-                                Opcode.ATOMIC_ADD, Opcode.RELAYOUT):
+                    with m.Case(Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE):
+                        m.next = "ACT"
+                    with m.Case(Opcode.LINK_SEND, Opcode.ATOMIC_ADD, Opcode.RELAYOUT):
                         m.d.sync += code.eq(Status.UNSUPPORTED)
                         m.next = "COMPLETE"
                     with m.Default():
@@ -365,6 +372,15 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [code.eq(self.dma_status.payload.code),
                                  dram_bytes.eq(Mux(self.dma_status.payload.code == Status.OK,
                                                    dm.n_bytes, 0))]
+                    m.next = "COMPLETE"
+            with m.State("ACT"):
+                m.d.comb += self.act_desc.valid.eq(1)
+                with m.If(self.act_desc.ready):
+                    m.next = "ACT_WAIT"
+            with m.State("ACT_WAIT"):
+                m.d.comb += self.act_status.ready.eq(1)
+                with m.If(self.act_status.valid):
+                    m.d.sync += code.eq(self.act_status.payload.code)
                     m.next = "COMPLETE"
             with m.State("COMPLETE"):
                 m.d.comb += cq.w_en.eq(1)

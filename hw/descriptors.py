@@ -25,8 +25,9 @@ Operations and their data layouts:
 * ``LINK_SEND``, ``ATOMIC_ADD``, ``RELAYOUT`` - defined, implemented with
   DIMM-Link; until then they complete with ``Status.UNSUPPORTED`` and do
   nothing.
-* ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations (layouts
-  added with the activation unit's sequencer).
+* ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations SRAM to SRAM
+  (``act_descriptor_layout``; semantics and checks in
+  ``hw/activation_sequencer.py``).
 * Opcode 0 and 10..15 are not defined: ``Status.BAD_OPCODE``.
 """
 
@@ -35,7 +36,7 @@ import enum
 from amaranth.lib import data
 
 __all__ = ["Opcode", "GemvOp", "DESCRIPTOR_BITS", "header_layout", "gemv_descriptor_layout",
-           "dma_descriptor_layout", "DRAM_ADDR_BITS", "SRAM_ADDR_BITS"]
+           "dma_descriptor_layout", "act_descriptor_layout", "DRAM_ADDR_BITS", "SRAM_ADDR_BITS"]
 
 DESCRIPTOR_BITS = 256
 #: Widths for the default 32 GiB DIMM and 128 KiB SRAM (the layouts take them as arguments).
@@ -93,4 +94,16 @@ def dma_descriptor_layout(dram_bits: int = DRAM_ADDR_BITS,
     return _pad({
         "opcode": 4, "id": 12,
         "to_dram": 1, "dram": dram_bits, "sram": sram_bits, "n_bytes": sram_bits + 1,
+    })
+
+
+def act_descriptor_layout(sram_bits: int = SRAM_ADDR_BITS, count_bits: int = 20) -> data.StructLayout:
+    """ACT / SOFTMAX / ELTWISE: ``op`` (``ActOp``), ``in_fmt``/``out_fmt`` (``ActFmt``: 0 FP16,
+    1 BF16, 2 FP32), ``n`` elements, SRAM byte addresses ``src_a``, ``src_b``, ``dst``, binary32
+    constants ``c`` and ``k``."""
+    return _pad({
+        "opcode": 4, "id": 12,
+        "op": 4, "in_fmt": 2, "out_fmt": 2, "n": count_bits,
+        "src_a": sram_bits, "src_b": sram_bits, "dst": sram_bits,
+        "c": 32, "k": 32,
     })

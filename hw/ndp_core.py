@@ -7,8 +7,10 @@
                                          +--> ActivationFeeder --acts--/     |
                                          +--> ResultWriter <-- results       |
                                          +--> DmaEngine ----------mem--------/
+                                         +--> ActivationSequencer (+ ActivationUnit)
     host pass-through port --------------------------------------> MemorySystem
-    SRAM ports: 0 streamer (index lists), 1 DMA, 2 feeder, 3 writer
+    SRAM ports: 0 streamer (index lists), 1 DMA, 2 feeder, 3 writer,
+                4 activation reads, 5 activation writes
 
 The host programs it through the registers of ``hw/ndp_registers.py`` and the
 descriptors of ``hw/descriptors.py`` (see ``hw/command_processor.py`` for the
@@ -19,9 +21,14 @@ synchroniser (it is quasi-static: privileged, changed only while idle).
 
 Operands of a GEMV live in the SRAM (activations, index lists, results) and
 the weights in DRAM in the streamer's layout; a program moves data between
-DRAM and SRAM with DMA descriptors. The activation unit
-(``hw/activation_unit.py``) joins with its SRAM sequencer; until then ACT,
-SOFTMAX and ELTWISE descriptors complete ``UNSUPPORTED``.
+DRAM and SRAM with DMA descriptors. ACT, SOFTMAX and ELTWISE descriptors run
+on the activation unit SRAM to SRAM (``hw/activation_sequencer.py``).
+
+``act_lanes`` (default 16) sets the activation unit's lanes. The SPEC's
+reference point has 256; here one SRAM port moves one 32 B word (16 FP16) per
+cycle each way, so lanes past 16 would only wait for the SRAM: 16 lanes
+already stream at the port's rate (the sequencer's docstring has the
+figures). Wider configurations elaborate and work, at the same throughput.
 
 Cycle behaviour: that of the parts (descriptor dispatch in 3 cycles, then the
 blocks' own pipelines; see their docstrings).
@@ -32,6 +39,7 @@ from amaranth.lib import cdc, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .activation_feeder import ActivationFeeder
+from .activation_sequencer import ActivationSequencer
 from .command_processor import CommandProcessor, csr_request_layout
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
@@ -47,7 +55,7 @@ from .weight_streamer import WeightStreamer
 
 __all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
 
-STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT = range(4)
+STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT, ACT_READ_PORT, ACT_WRITE_PORT = range(6)
 #: PHY-side ports the core exposes (the arbitration policy is a register, not a pin).
 CORE_PHY_PORTS = tuple(p for p in PHY_PORTS if p != "policy")
 
@@ -63,11 +71,12 @@ def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0) -> int:
 class NdpCore(wiring.Component):
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=8,
-                 dma_outstanding=16, desc_queue=8, cq_depth=8, hierarchical=False):
+                 dma_outstanding=16, desc_queue=8, cq_depth=8, act_lanes=16,
+                 hierarchical=False):
         self.org, self.timing = org, timing
         self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, queue_depth=queue_depth,
                                    refresh=refresh)
-        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 4)
+        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 6)
         self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits,
                                  hierarchical=hierarchical)
         e = self.engine
@@ -80,16 +89,18 @@ class NdpCore(wiring.Component):
                                        step_bits=e.step_bits)
         self.writer = ResultWriter(sram=self.sram_geometry, max_batch=max_batch,
                                    index_bits=e.index_bits)
+        self.act = ActivationSequencer(self.sram_geometry, lanes=act_lanes)
         self.cp = CommandProcessor(
             streamer_desc_layout=self.streamer.descriptor_layout,
             streamer_status_layout=self.streamer.status_layout,
             engine_cmd_layout=e.cmd_layout, feeder_cmd_layout=self.feeder.cmd_layout,
             writer_cmd_layout=self.writer.cmd_layout,
             dma_desc_layout=self.dma.desc.payload.shape(),
+            act_desc_layout=self.act.descriptor_layout,
             n_units=n_units, max_batch=max_batch, index_bits=e.index_bits,
             step_bits=e.step_bits, sram_size=sram_size, capacity_bytes=org.capacity_bytes,
             queue_depth=desc_queue, cq_depth=cq_depth,
-            caps=core_caps(n_units, sram_size, org.ranks, max_batch))
+            caps=core_caps(n_units, sram_size, org.ranks, max_batch, act_lanes))
         phy = phy_members(org, self.memory.controller.cmd_layout)
         super().__init__({
             "csr": In(stream.Signature(csr_request_layout())),
@@ -105,7 +116,8 @@ class NdpCore(wiring.Component):
         g = self.sram_geometry
         sram = BankedSram(g.size_bytes, g.n_banks, g.word_bits, g.n_ports)
         for name, block in (("memory", ms), ("sram", sram), ("streamer", st), ("dma", dma),
-                            ("engine", e), ("feeder", fd), ("writer", wr), ("cp", cp)):
+                            ("engine", e), ("feeder", fd), ("writer", wr), ("act", self.act),
+                            ("cp", cp)):
             m.submodules[name] = block
 
         connect_memory_client(m, st.mem, ms.clients[0])
@@ -117,6 +129,8 @@ class NdpCore(wiring.Component):
         for block, port in ((st, STREAMER_PORT), (dma, DMA_PORT), (fd, FEEDER_PORT),
                             (wr, WRITER_PORT)):
             wiring.connect(m, block.sram, sram.ports[port])
+        wiring.connect(m, self.act.rd, sram.ports[ACT_READ_PORT])
+        wiring.connect(m, self.act.wr, sram.ports[ACT_WRITE_PORT])
         wiring.connect(m, st.beats, e.weights)
         wiring.connect(m, fd.acts, e.acts)
         wiring.connect(m, e.results, wr.results)
@@ -133,10 +147,12 @@ class NdpCore(wiring.Component):
         wiring.connect(m, wr.status, cp.writer_status)
         wiring.connect(m, cp.dma_desc, dma.desc)
         wiring.connect(m, dma.status, cp.dma_status)
+        wiring.connect(m, cp.act_desc, self.act.desc)
+        wiring.connect(m, self.act.status, cp.act_status)
         m.d.comb += [
             cp.streamer_validated.eq(st.validated),
             cp.bursts_read.eq(st.bursts_read),
-            cp.gemv_busy.eq(e.busy), cp.dma_busy.eq(dma.busy), cp.act_busy.eq(0),
+            cp.gemv_busy.eq(e.busy), cp.dma_busy.eq(dma.busy), cp.act_busy.eq(self.act.busy),
         ]
         # DRAM counters reach the registers as coherent snapshots through a small asynchronous
         # FIFO (pushed whenever it has room, the latest popped one is held: a few cycles old);

@@ -11,6 +11,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from ndpdimm.hw.activation_feeder import ActivationFeeder
+from ndpdimm.hw.descriptors import act_descriptor_layout
 from ndpdimm.hw.command_processor import CommandProcessor
 from ndpdimm.hw.descriptors import GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.dma_engine import DmaEngine
@@ -36,6 +37,7 @@ def make_cp():
         writer_cmd_layout=ResultWriter(sram=SRAM).cmd_layout,
         dma_desc_layout=DmaEngine(capacity_bytes=CAP, ranks=4,
                                   sram_size_bytes=SRAM.size_bytes).desc.payload.shape(),
+        act_desc_layout=act_descriptor_layout(14),
         n_units=U, sram_size=SRAM.size_bytes, capacity_bytes=CAP)
 
 
@@ -67,7 +69,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
     dut = make_cp()
     sim = Simulator(dut)
     sim.add_clock(1e-9)
-    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": []}
+    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": [], "act": []}
     completions, reads = [], {}
 
     async def csr(ctx, addr, data=None):
@@ -107,7 +109,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
         # accept every command; answer statuses a few cycles later
         pending = []
         ports = [("streamer", dut.streamer_desc), ("engine", dut.engine_cmd),
-                 ("feeder", dut.feeder_cmd), ("writer", dut.writer_cmd), ("dma", dut.dma_desc)]
+                 ("feeder", dut.feeder_cmd), ("writer", dut.writer_cmd), ("dma", dut.dma_desc),
+                 ("act", dut.act_desc)]
         for _, p in ports:
             ctx.set(p.ready, 1)
         cycle = 0
@@ -117,7 +120,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                     seen[name].append(ctx.get(p.payload))
                     if name == "streamer":
                         pending.append(("validate", cycle + 5))
-                    elif name in ("feeder", "writer", "dma"):
+                    elif name in ("feeder", "writer", "dma", "act"):
                         pending.append((name, cycle + 20))
             ctx.set(dut.streamer_validated, 0)
             for item in list(pending):
@@ -133,7 +136,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                         pending.append(("streamer", cycle))
                     continue
                 port = {"streamer": dut.streamer_status, "feeder": dut.feeder_status,
-                        "writer": dut.writer_status, "dma": dut.dma_status}[kind]
+                        "writer": dut.writer_status, "dma": dut.dma_status,
+                        "act": dut.act_status}[kind]
                 code = streamer_code if kind == "streamer" else block_code
                 payload = {"code": code, "cycles": 1}
                 if kind == "streamer":
@@ -222,7 +226,24 @@ def test_other_opcodes_and_dma_window():
                                           Status.UNSUPPORTED, Status.UNSUPPORTED,
                                           Status.UNSUPPORTED, Status.BAD_OPCODE, Status.BAD_OPCODE]
     assert len(seen["dma"]) == 1 and comps[0]["bytes"] == 256
-    assert not seen["streamer"] and not seen["engine"]
+    assert not seen["streamer"] and not seen["engine"] and not seen["act"]
+
+
+def test_activation_descriptors_go_to_the_sequencer():
+    """ACT / SOFTMAX / ELTWISE reach the sequencer whole; its status is the completion's."""
+    act = act_descriptor_layout(14)
+    fields = {"opcode": Opcode.SOFTMAX, "id": 9, "op": 0, "in_fmt": 0, "out_fmt": 2, "n": 300,
+              "src_a": 1024, "src_b": 0, "dst": 4096, "c": 0, "k": 0x3F800000}
+    descs = [raw(Opcode.ACT, 4), act.const(fields).as_value().value, raw(Opcode.ELTWISE, 5)]
+    comps, seen, _ = run(descs)
+    assert [(c["code"], c["opcode"], c["bytes"]) for c in comps] == [
+        (Status.OK, Opcode.ACT, 0), (Status.OK, Opcode.SOFTMAX, 0), (Status.OK, Opcode.ELTWISE, 0)]
+    got = seen["act"][1]
+    assert (int(got.opcode), int(got.n), int(got.src_a), int(got.dst), int(got.out_fmt)) == \
+        (Opcode.SOFTMAX, 300, 1024, 4096, 2)
+    assert len(seen["act"]) == 3 and not seen["dma"] and not seen["streamer"]
+    comps, _, _ = run([raw(Opcode.ACT)], block_code=Status.SRAM_RANGE)
+    assert comps[0]["code"] == Status.SRAM_RANGE
 
 
 def test_empty_window_rejects_every_dram_access():

@@ -1,6 +1,6 @@
 """pytest entry points of the full-chip NDP core bench (``cosim/benches/ndp_core.py``).
 
-A small configuration (8 GEMV units, 16 KiB SRAM) in ``make test``.
+A small configuration (8 GEMV units, 16 KiB SRAM, 16 activation lanes) in ``make test``.
 """
 
 from ndpdimm.cosim import rtl_build
@@ -13,3 +13,9 @@ SMALL = {"n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
 def test_full_chip_gemv_programs_and_invalid_descriptors():
     rtl_build.run("ndp_core", FACTORY, SMALL, BENCH,
                   testcase=["gemv_programs", "invalid_descriptors_change_nothing"], seed=1).check()
+
+
+def test_full_chip_mlp_block_and_attention_step():
+    """Whole sequences on chip (GEMV + activation descriptors), bit-exact against the golden model."""
+    rtl_build.run("ndp_core", FACTORY, SMALL, BENCH,
+                  testcase=["mlp_block", "attention_step"], seed=2).check()
