@@ -20,17 +20,18 @@ DDR4-3200 x 4 ranks, derived from ``hw/configs/ddr4-3200.toml``).
 Results go to ``bench/results/dram_gemv.json``.
 """
 
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from ndpdimm.cosim import rtl_build
 from ndpdimm.cosim.bench_gemv import bench_header
 
-__all__ = ["run_dram_bench", "bench_points"]
+__all__ = ["run_dram_bench", "bench_points", "load_points"]
 
 FACTORY = "ndpdimm.hw.gemv_datapath:gemv_datapath_verilog"
 BENCH = "ndpdimm.cosim.benches.gemv_datapath"
@@ -52,6 +53,74 @@ def bench_points(rows=4096, cols=4096, host_every=20):
     return pts
 
 
+_POINT_KEYS = {"name", "op", "dtype", "rows", "cols", "batch", "active", "pattern",
+               "host_every", "policy"}
+_POLICIES = ("host_first", "fair", "ndp_first")
+
+
+def load_points(path) -> list:
+    """Points from a JSON file (a list of point objects, as :func:`bench_points` makes them).
+
+    ``ValueError`` naming the file and the entry for anything malformed; nothing is simulated.
+    """
+    try:
+        points = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"points file {path}: {e}") from None
+    if not isinstance(points, list) or not points:
+        raise ValueError(f"points file {path}: expected a non-empty JSON list of points")
+    names = set()
+    for i, p in enumerate(points):
+        where = f"points file {path}, entry {i}"
+        if not isinstance(p, dict):
+            raise ValueError(f"{where}: expected an object, got {p!r}")
+        unknown = set(p) - _POINT_KEYS
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+        for key in ("name", "op", "dtype", "rows", "cols"):
+            if key not in p:
+                raise ValueError(f"{where}: missing {key!r}")
+        if p["name"] in names:
+            raise ValueError(f"{where}: duplicate name {p['name']!r}")
+        names.add(p["name"])
+        if p["op"] not in ("dense", "row_gather"):
+            raise ValueError(f"{where}: op must be dense or row_gather, got {p['op']!r}")
+        if p["dtype"] not in ("fp16", "bf16", "int8"):
+            raise ValueError(f"{where}: dtype must be fp16, bf16 or int8, got {p['dtype']!r}")
+        for key in ("rows", "cols", "batch", "host_every"):
+            if key in p and (not isinstance(p[key], int) or isinstance(p[key], bool) or p[key] < 1):
+                raise ValueError(f"{where}: {key} must be a positive integer, got {p[key]!r}")
+        if "active" in p and not (isinstance(p["active"], (int, float)) and 0 < p["active"] <= 1):
+            raise ValueError(f"{where}: active must be in (0, 1], got {p['active']!r}")
+        if p.get("pattern", "random") not in ("random", "clustered"):
+            raise ValueError(f"{where}: pattern must be random or clustered, got {p['pattern']!r}")
+        if p.get("policy", "host_first") not in _POLICIES:
+            raise ValueError(f"{where}: policy must be one of {', '.join(_POLICIES)}, "
+                             f"got {p['policy']!r}")
+    return points
+
+
+def _cost(p) -> float:
+    """Rough simulated time of a point, for balancing only: weight bytes over the utilisation
+    such points reached at 256 units (gathers ~2.5 x their active share, host traffic ~45 %)."""
+    e = 1 if p["dtype"] == "int8" else 2
+    nbytes = p["rows"] * p["cols"] * e
+    if p["op"] == "row_gather":
+        active = p.get("active", 0.25)
+        return nbytes * active / min(0.95, 2.5 * active)
+    return nbytes / (0.45 if p.get("host_every") else 0.95)
+
+
+def _balance(points, n_proc) -> list:
+    """Longest point first onto the least loaded process."""
+    shares, loads = [[] for _ in range(n_proc)], [0.0] * n_proc
+    for p in sorted(points, key=_cost, reverse=True):
+        i = loads.index(min(loads))
+        shares[i].append(p)
+        loads[i] += _cost(p)
+    return [s for s in shares if s]
+
+
 def _run_points(params, points, stats_path, log, seed):
     result = rtl_build.run("gemv_datapath", FACTORY, params, BENCH, testcase="jobs_from_env",
                            seed=seed, extra_env={"DG_JOBS": json.dumps(points),
@@ -59,52 +128,50 @@ def _run_points(params, points, stats_path, log, seed):
                            progress=lambda line: log(f"  {line.split('gemv_datapath', 1)[-1].strip()}")
                            if " B/cycle " in line else None)
     result.check()
-    return result, json.loads(Path(stats_path).read_text())["jobs_from_env"]
+    return str(result.build_dir), json.loads(Path(stats_path).read_text())["jobs_from_env"]
 
 
 def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
-                   out="bench/results/dram_gemv.json", jobs=None, log=print):
-    """Run the points in ``jobs`` simulator processes at once (default: one per CPU, at most
-    4); each point is independent (its own weights, fresh DRAM state is not needed)."""
+                   out="bench/results/dram_gemv.json", jobs=None, points_file=None, log=print):
+    """Run the points (``bench_points(rows, cols)``, or those of ``points_file``) in ``jobs``
+    simulator processes at once (default: one per CPU, at most 4), longest first; each point is
+    independent (its own weights, fresh DRAM state is not needed)."""
     params = {"n_units": units, "ring_beats": ring_beats}
-    points = bench_points(rows, cols, host_every)
+    points = load_points(points_file) if points_file else bench_points(rows, cols, host_every)
+    shape = (f"from {points_file}" if points_file else f"{rows}x{cols}")
     log(f"[bench] GEMV from DRAM, {units} units, ring {ring_beats} beats: {len(points)} points "
-        f"({rows}x{cols}); the first run builds the Verilator model (at 256 units this takes "
+        f"({shape}); the first run builds the Verilator model (at 256 units this takes "
         f"a long while, later runs reuse it)")
     t0 = time.monotonic()
     n_proc = max(1, min(jobs or os.cpu_count() or 1, 4, len(points)))
     # build once (cached), then split the points over n_proc simulator processes
     rtl_build.build("gemv_datapath", FACTORY, params)
-    shares = [points[i::n_proc] for i in range(n_proc)]
-    outcomes = [None] * n_proc
-    errors = []
+    shares = _balance(points, n_proc)
+    n_proc = len(shares)
+    # Separate processes, not threads: the cocotb runner reads os.environ, so rtl_build.run
+    # holds a process-wide lock for the whole simulation and threads would run one at a time.
+    # Forked, so that they inherit the elaborated Verilog (minutes at 256 units) from build().
     with tempfile.TemporaryDirectory() as tmp:
-        def work(i):
-            try:
-                outcomes[i] = _run_points(params, shares[i], Path(tmp) / f"stats{i}.json", log,
-                                          2026 + i)
-            except Exception as e:            # reported below, after every process has ended
-                errors.append(e)
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(n_proc)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
-    result = outcomes[0][0]
+        ctx = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
+            futures = [pool.submit(_run_points, params, shares[i], Path(tmp) / f"stats{i}.json",
+                                   log, 2026 + i) for i in range(n_proc)]
+            outcomes = [f.result() for f in futures]    # the first failure is raised here
+    build_dir = outcomes[0][0]
     by_name = {j["name"]: j for _, st in outcomes for j in st["jobs"]}
     stats = {"jobs": [by_name[p["name"]] for p in points],
              "ndp_cycles_simulated": sum(st["ndp_cycles_simulated"] for _, st in outcomes),
              "dram_cycles_simulated": sum(st["dram_cycles_simulated"] for _, st in outcomes),
              "wall_seconds": max(st["wall_seconds"] for _, st in outcomes),
              "processes": n_proc}
-    build_info = json.loads((Path(result.build_dir) / "build.done.json").read_text())
+    build_info = json.loads((Path(build_dir) / "build.done.json").read_text())
     jobs = stats["jobs"]
     dense = [j for j in jobs if j["op"] == "dense" and not j["host_requests"]]
     doc = {
-        **bench_header("dram_gemv", f"ndpdimm bench --suite dram_gemv --units {units} --rows {rows} "
-                                    f"--cols {cols} --ring-beats {ring_beats}"),
+        **bench_header("dram_gemv", f"ndpdimm bench --suite dram_gemv --units {units} "
+                                    + (f"--points-file {points_file}" if points_file else
+                                       f"--rows {rows} --cols {cols}")
+                                    + f" --ring-beats {ring_beats}"),
         "design": {"n_units": units, "ring_beats": ring_beats, "refresh": "aligned",
                    "dram_config": "hw/configs/ddr4-3200.toml", "ndp_clock_ghz": 1.0},
         "figure_of_merit": "DRAM bytes read per NDP cycle (descriptor accepted -> streamer "

@@ -56,6 +56,9 @@ def _parser():
                    help="dram_gemv: weight streamer ring depth in beats (8)")
     b.add_argument("--jobs", type=_positive, default=None,
                    help="dram_gemv: simulator processes run in parallel (default: CPU count, max 4)")
+    b.add_argument("--points-file", default=None,
+                   help="dram_gemv: JSON list of points to run instead of the default set "
+                        "(see cosim/bench_dram_gemv.py; e.g. bench/dram_gemv_points.json)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
 
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
@@ -83,7 +86,7 @@ def main(argv=None):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
                                         ("cols", args.cols), ("ring_beats", args.ring_beats),
-                                        ("jobs", args.jobs))
+                                        ("jobs", args.jobs), ("points_file", args.points_file))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
         elif args.command == "verilog":

@@ -1,7 +1,11 @@
 """pytest entry points of the full-chip NDP core bench (``cosim/benches/ndp_core.py``).
 
-A small configuration (8 GEMV units, 16 KiB SRAM, 16 activation lanes) in ``make test``.
+A small configuration (8 GEMV units, 16 KiB SRAM, 16 activation lanes) in ``make test``;
+``make sim`` adds the whole bench at 16 units with the default 128 KiB SRAM and batch 16, two
+seeds.
 """
+
+import pytest
 
 from ndpdimm.cosim import rtl_build
 
@@ -19,3 +23,11 @@ def test_full_chip_mlp_block_and_attention_step():
     """Whole sequences on chip (GEMV + activation descriptors), bit-exact against the golden model."""
     rtl_build.run("ndp_core", FACTORY, SMALL, BENCH,
                   testcase=["mlp_block", "attention_step"], seed=2).check()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", [3, 4])
+def test_full_chip_regression_default_sram(seed):
+    rtl_build.run("ndp_core", FACTORY, {"n_units": 16, "max_batch": 16}, BENCH,
+                  testcase=["gemv_programs", "invalid_descriptors_change_nothing", "mlp_block",
+                            "attention_step"], seed=seed).check()
