@@ -88,7 +88,8 @@ import collections
 from ndpdimm.hw.address_map import AddressMap, DramCoord
 from ndpdimm.hw.dram_config import DramOrganization, DramTiming
 
-__all__ = ["COMMANDS", "SparseStore", "TimingViolation", "TimingChecker", "DramModel"]
+__all__ = ["COMMANDS", "SparseStore", "TimingViolation", "TimingChecker", "DramModel",
+           "check_org_timing", "check_store_args", "byte_view"]
 
 COMMANDS = ("ACT", "RD", "WR", "PRE", "PREA", "REF")
 
@@ -105,14 +106,28 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def byte_view(data) -> memoryview:
+    """``data`` as a flat byte view; ``ValueError`` unless it is a contiguous bytes-like object."""
+    try:
+        return memoryview(data).cast("B")
+    except TypeError:
+        raise ValueError(f"data must be a C-contiguous bytes-like object, "
+                         f"got {type(data).__name__}") from None
+
+
+def check_store_args(capacity_bytes, page_bytes):
+    """``ValueError`` unless the capacity is a positive int and the page a power of two."""
+    if not _is_int(capacity_bytes) or capacity_bytes <= 0:
+        raise ValueError(f"capacity_bytes must be a positive int, got {capacity_bytes!r}")
+    if not _is_int(page_bytes) or page_bytes <= 0 or page_bytes & (page_bytes - 1):
+        raise ValueError(f"page_bytes must be a positive power of two, got {page_bytes!r}")
+
+
 class SparseStore:
     """Byte store of ``capacity_bytes`` that allocates ``page_bytes`` pages on first write."""
 
     def __init__(self, capacity_bytes: int, page_bytes: int = 4096):
-        if not _is_int(capacity_bytes) or capacity_bytes <= 0:
-            raise ValueError(f"capacity_bytes must be a positive int, got {capacity_bytes!r}")
-        if not _is_int(page_bytes) or page_bytes <= 0 or page_bytes & (page_bytes - 1):
-            raise ValueError(f"page_bytes must be a positive power of two, got {page_bytes!r}")
+        check_store_args(capacity_bytes, page_bytes)
         self.capacity_bytes = capacity_bytes
         self.page_bytes = page_bytes
         self._shift = page_bytes.bit_length() - 1
@@ -149,11 +164,7 @@ class SparseStore:
 
     def write(self, addr: int, data) -> None:
         """Write a bytes-like object at ``addr``; the whole range is checked before any byte is written."""
-        try:
-            view = memoryview(data).cast("B")
-        except TypeError:
-            raise ValueError(f"data must be a C-contiguous bytes-like object, "
-                             f"got {type(data).__name__}") from None
+        view = byte_view(data)
         n = len(view)
         self._check_range(addr, n)
         for page, off, pos, chunk in self._chunks(addr, n):
@@ -232,15 +243,20 @@ class _Rank:
         self.open_banks = 0
 
 
+def check_org_timing(org, timing):
+    """``(org, timing)`` if they are a ``DramOrganization`` and a ``DramTiming``, else ``ValueError``."""
+    if not isinstance(org, DramOrganization):
+        raise ValueError(f"org must be a DramOrganization, got {org!r}")
+    if not isinstance(timing, DramTiming):
+        raise ValueError(f"timing must be a DramTiming, got {timing!r}")
+    return org, timing
+
+
 class TimingChecker:
     """Checks a DDR4 command stream against every rule in the module docstring."""
 
     def __init__(self, org: DramOrganization, timing: DramTiming):
-        if not isinstance(org, DramOrganization):
-            raise ValueError(f"org must be a DramOrganization, got {org!r}")
-        if not isinstance(timing, DramTiming):
-            raise ValueError(f"timing must be a DramTiming, got {timing!r}")
-        self.org, self.timing = org, timing
+        self.org, self.timing = check_org_timing(org, timing)
         self._ranks = [_Rank(org.bank_groups, org.banks_per_group) for _ in range(org.ranks)]
         self._now = 0
         self._counts = dict.fromkeys(COMMANDS, 0)

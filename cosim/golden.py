@@ -29,7 +29,7 @@ from ndpdimm.hw.formats import Dtype
 __all__ = [
     "CANONICAL_NAN", "TORCH_DTYPE",
     "f32_bits", "bits_f32", "elem_bits", "bits_elem", "canonical_nan",
-    "check_operand", "result_bits", "result_values",
+    "check_operand", "result_bits", "result_values", "accumulate_bits",
     "product_f32", "gemv_dot", "gemv_row_gather", "gemv_col_gather",
     "reference_f64_dense", "reference_f64_col_gather", "summation_error_bound",
 ]
@@ -93,6 +93,18 @@ def result_values(bits, is_float: bool) -> torch.Tensor:
     if is_float:
         return bits_f32(t)
     return torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)
+
+
+def accumulate_bits(old, new, is_int: bool) -> np.ndarray:
+    """The result writer's ``accumulate``: ``old + new`` on 32-bit patterns (uint32 arrays of any
+    shape) - binary32 with round-to-nearest-even and the canonical NaN, or INT32 wrap-around."""
+    old = np.asarray(old, dtype=np.uint32)
+    new = np.asarray(new, dtype=np.uint32)
+    if is_int:
+        return ((old.astype(np.uint64) + new.astype(np.uint64)) & 0xFFFFFFFF).astype(np.uint32)
+    s = bits_f32(torch.from_numpy(old.astype(np.int64))) + \
+        bits_f32(torch.from_numpy(new.astype(np.int64)))
+    return result_bits(canonical_nan(s)).reshape(old.shape)
 
 
 def check_operand(name: str, t, dtype: Dtype, ndim: int) -> torch.Tensor:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 __all__ = [
     "VERILATOR_FLAGS", "PARAMS_ENV", "BUILD_ROOT_ENV",
-    "verilator_bin_dir", "verilator_env", "default_build_root",
+    "verilator_bin_dir", "verilator_env", "build_cache_dir", "default_build_root",
     "elaborate", "build", "run", "RunResult", "bench_params",
 ]
 
@@ -153,13 +153,18 @@ def _patched_environ(overrides):
                     os.environ[k] = v
 
 
+def build_cache_dir(name: str) -> Path:
+    """``<repo>/build/<name>`` (``./build/<name>`` outside a checkout): a build cache's root."""
+    if (_REPO_ROOT / "pyproject.toml").exists():
+        return _REPO_ROOT / "build" / name
+    return Path.cwd() / "build" / name
+
+
 def default_build_root() -> Path:
     """``$NDPDIMM_RTL_BUILD_ROOT``, else ``<repo>/build/rtl`` (``./build/rtl`` outside a checkout)."""
     if os.environ.get(BUILD_ROOT_ENV):
         return Path(os.environ[BUILD_ROOT_ENV]).resolve()
-    if (_REPO_ROOT / "pyproject.toml").exists():
-        return _REPO_ROOT / "build" / "rtl"
-    return Path.cwd() / "build" / "rtl"
+    return build_cache_dir("rtl")
 
 
 def bench_params() -> dict:

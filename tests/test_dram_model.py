@@ -3,6 +3,11 @@
 Every timing rule has a sequence that passes at exactly the minimum spacing and
 fails one cycle earlier with that rule's name; a realistic 4-rank read stream
 at the peak rate (with refresh) runs through the checker without a violation.
+
+The store and checker tests run on both implementations (fixture ``impl``): the
+Python model (``cosim/dram_model.py``) and the C++ one of the fast harness
+(``cosim/dram_model_native.py``); tests/test_dram_model_native.py compares the two
+on a long random command stream.
 """
 
 import dataclasses
@@ -11,13 +16,23 @@ import random
 import numpy as np
 import pytest
 
-from ndpdimm.cosim.dram_model import DramModel, SparseStore, TimingChecker, TimingViolation
+from ndpdimm.cosim import dram_model, dram_model_native
+from ndpdimm.cosim.dram_model import DramModel, TimingViolation
 from ndpdimm.hw.address_map import DEFAULT_SCHEME, AddressMap, DramCoord
 from ndpdimm.hw.dram_config import (DEFAULT_CONFIG_PATH, DramOrganization,
                                     load_dram_config, peak_bandwidth_bytes_per_s)
 
 ORG, T = load_dram_config()
 REFI = T.tREFI
+
+IMPLS = {"python": dram_model, "native": dram_model_native}
+
+
+@pytest.fixture(params=list(IMPLS))
+def impl(request):
+    """The module whose ``SparseStore`` / ``TimingChecker`` a test runs on."""
+    return IMPLS[request.param]
+
 
 # ---- config ---------------------------------------------------------------------------------
 
@@ -159,8 +174,8 @@ def test_bad_addresses_raise():
 
 # ---- sparse store ---------------------------------------------------------------------------
 
-def test_sparse_store_first_touch_and_zeros():
-    s = SparseStore(32 << 30)
+def test_sparse_store_first_touch_and_zeros(impl):
+    s = impl.SparseStore(32 << 30)
     assert s.read(12345, 100) == bytes(100) and s.touched_bytes == 0
     s.write(4096 - 3, b"abcdef")                       # straddles two pages
     assert s.touched_bytes == 2 * 4096
@@ -172,9 +187,9 @@ def test_sparse_store_first_touch_and_zeros():
     assert s.read(0, 0) == b""
 
 
-def test_sparse_store_out_of_range_writes_nothing():
+def test_sparse_store_out_of_range_writes_nothing(impl):
     cap = 1 << 20
-    s = SparseStore(cap, page_bytes=256)
+    s = impl.SparseStore(cap, page_bytes=256)
     for addr, n in ((cap - 5, 10), (-1, 4), (cap, 1)):
         with pytest.raises(ValueError):
             s.write(addr, bytes(range(1, n + 1)))
@@ -183,13 +198,13 @@ def test_sparse_store_out_of_range_writes_nothing():
         with pytest.raises(ValueError):
             s.read(addr, n)
     with pytest.raises(ValueError):
-        SparseStore(cap, page_bytes=1000)
+        impl.SparseStore(cap, page_bytes=1000)
     with pytest.raises(ValueError):
         s.write(0, 1234)
 
 
-def test_32gib_store_costs_only_touched_pages():
-    s = SparseStore(ORG.capacity_bytes)
+def test_32gib_store_costs_only_touched_pages(impl):
+    s = impl.SparseStore(ORG.capacity_bytes)
     g = random.Random(1)
     written = {}
     for _ in range(500):
@@ -266,13 +281,13 @@ RULES = [
 RULE_IDS = [f"{c}-{i}" for i, (c, _, _) in enumerate(RULES)]
 
 
-def checker(**overrides) -> TimingChecker:
-    return TimingChecker(ORG, dataclasses.replace(T, **overrides))
+def checker(impl, **overrides):
+    return impl.TimingChecker(ORG, dataclasses.replace(T, **overrides))
 
 
 @pytest.mark.parametrize("constraint,overrides,seq", RULES, ids=RULE_IDS)
-def test_rule_passes_at_minimum_spacing(constraint, overrides, seq):
-    c = checker(**overrides)
+def test_rule_passes_at_minimum_spacing(constraint, overrides, seq, impl):
+    c = checker(impl, **overrides)
     for cmd in seq[:-1]:
         c.issue(*cmd)
     assert c.earliest_cycle(*seq[-1][1:]) == seq[-1][0]
@@ -280,8 +295,8 @@ def test_rule_passes_at_minimum_spacing(constraint, overrides, seq):
 
 
 @pytest.mark.parametrize("constraint,overrides,seq", RULES, ids=RULE_IDS)
-def test_rule_one_cycle_early_raises(constraint, overrides, seq):
-    c = checker(**overrides)
+def test_rule_one_cycle_early_raises(constraint, overrides, seq, impl):
+    c = checker(impl, **overrides)
     for cmd in seq[:-1]:
         c.issue(*cmd)
     last = seq[-1]
@@ -297,8 +312,8 @@ def test_rule_one_cycle_early_raises(constraint, overrides, seq):
     c.issue(*last)                                     # the rejected command left no trace
 
 
-def test_violation_lists_every_broken_rule():
-    c = checker()
+def test_violation_lists_every_broken_rule(impl):
+    c = checker(impl)
     c.issue(*ACT(0))
     c.issue(*PRE(52))
     with pytest.raises(TimingViolation) as e:
@@ -307,8 +322,8 @@ def test_violation_lists_every_broken_rule():
     assert "bank group 0 bank 0" in str(e.value) and "tRP (earliest 76)" in str(e.value)
 
 
-def test_ranks_are_independent():
-    c = checker()
+def test_ranks_are_independent(impl):
+    c = checker(impl)
     for rank in range(4):                              # same cycle on 4 ranks: own CA and data buses
         c.issue(*ACT(0, rank=rank))
     for rank in range(4):
@@ -317,8 +332,8 @@ def test_ranks_are_independent():
         c.issue(*RD(32, rank=rank, col=1))
 
 
-def test_data_helpers():
-    c = checker()
+def test_data_helpers(impl):
+    c = checker(impl)
     assert c.read_data_cycle(100) == 124 and c.write_data_cycle(100) == 116
 
 
@@ -340,8 +355,8 @@ PROTOCOL = [
 
 
 @pytest.mark.parametrize("prefix,cmd,needle", [p[1:] for p in PROTOCOL], ids=[p[0] for p in PROTOCOL])
-def test_protocol_errors(prefix, cmd, needle):
-    c = checker()
+def test_protocol_errors(prefix, cmd, needle, impl):
+    c = checker(impl)
     for p in prefix:
         c.issue(*p)
     with pytest.raises(TimingViolation) as e:
@@ -350,8 +365,8 @@ def test_protocol_errors(prefix, cmd, needle):
     assert needle in str(e.value) and "protocol" in str(e.value)
 
 
-def test_api_misuse_is_value_error():
-    c = checker()
+def test_api_misuse_is_value_error(impl):
+    c = checker(impl)
     c.issue(*ACT(100))
     with pytest.raises(ValueError, match="back in time"):
         c.issue(*ACT(99, g=1))
@@ -361,8 +376,8 @@ def test_api_misuse_is_value_error():
         c.issue(-1, "REF", 0)
 
 
-def test_precharge_of_closed_bank_is_a_no_op():
-    c = checker()
+def test_precharge_of_closed_bank_is_a_no_op(impl):
+    c = checker(impl)
     c.issue(*PRE(0))
     c.issue(*ACT(1))                                   # no tRP after a PRE that closed nothing
     c.issue(*PREA(53, rank=0))                         # closes (0, 0) only
@@ -372,16 +387,16 @@ def test_precharge_of_closed_bank_is_a_no_op():
 
 # ---- refresh --------------------------------------------------------------------------------
 
-def test_ref_with_open_bank():
-    c = checker()
+def test_ref_with_open_bank(impl):
+    c = checker(impl)
     c.issue(*ACT(0, g=1, b=2))
     with pytest.raises(TimingViolation) as e:
         c.issue(*REF(1000))
     assert e.value.constraint == "REF-open-bank" and "(1, 2)" in str(e.value)
 
 
-def test_refresh_deadline_after_nine_intervals():
-    c = checker()
+def test_refresh_deadline_after_nine_intervals(impl):
+    c = checker(impl)
     c.issue(*ACT(9 * REFI, rank=1))                    # exactly 9 x tREFI after cycle 0: fine
     c.check_refresh(9 * REFI)
     with pytest.raises(TimingViolation) as e:
@@ -394,8 +409,8 @@ def test_refresh_deadline_after_nine_intervals():
         c.issue(*REF(9 * REFI + 1, rank=0))
 
 
-def test_postponing_eight_refreshes_is_fine_then_they_are_owed():
-    c = checker()
+def test_postponing_eight_refreshes_is_fine_then_they_are_owed(impl):
+    c = checker(impl)
     for k in range(9):                                 # 8 postponed + the due one, back to back
         c.issue(*REF(9 * REFI + k * T.tRFC))
     c.check_refresh(18 * REFI, rank=0)
@@ -403,9 +418,9 @@ def test_postponing_eight_refreshes_is_fine_then_they_are_owed():
         c.check_refresh(18 * REFI + 1, rank=0)
 
 
-def test_refresh_debt_is_enforced_not_just_the_gap():
+def test_refresh_debt_is_enforced_not_just_the_gap(impl):
     # One REF per 9 x tREFI keeps every gap legal but refreshes 1/9 as often as needed.
-    c = checker()
+    c = checker(impl)
     c.issue(*REF(9 * REFI))
     c.check_refresh(10 * REFI, rank=0)
     with pytest.raises(TimingViolation) as e:
@@ -413,8 +428,8 @@ def test_refresh_debt_is_enforced_not_just_the_gap():
     assert "1 REFs credited" in str(e.value)
 
 
-def test_pulled_in_refreshes_earn_at_most_eight_credits():
-    c = checker()
+def test_pulled_in_refreshes_earn_at_most_eight_credits(impl):
+    c = checker(impl)
     for k in range(20):
         c.issue(*REF(k * T.tRFC))
     c.issue(*REF(9 * REFI))
@@ -424,8 +439,8 @@ def test_pulled_in_refreshes_earn_at_most_eight_credits():
         c.check_refresh(19 * REFI + 1, rank=0)
 
 
-def test_regular_refresh_runs_forever():
-    c = checker()
+def test_regular_refresh_runs_forever(impl):
+    c = checker(impl)
     for k in range(1, 40):
         for rank in range(4):
             c.issue(*REF(k * REFI + rank, rank=rank))
@@ -521,10 +536,10 @@ def stream_commands(n_bytes):
     return cmds
 
 
-def test_peak_rate_stream_with_refresh_is_legal():
+def test_peak_rate_stream_with_refresh_is_legal(impl):
     n_bytes = 130 * 64 * 1024                          # 130 segments per rank, ~140k cycles
     cmds = stream_commands(n_bytes)
-    c = checker()
+    c = checker(impl)
     for cmd in cmds:
         c.issue(*cmd)
     end = cmds[-1][0]
@@ -542,12 +557,12 @@ def test_peak_rate_stream_with_refresh_is_legal():
     assert 0.94 < efficiency < refresh_bound
 
 
-def test_stream_checker_catches_one_early_read():
+def test_stream_checker_catches_one_early_read(impl):
     cmds = stream_commands(4 * 64 * 1024)
     reads = [i for i, c in enumerate(cmds) if c[1] == "RD"]
     i = reads[500]
     early = (cmds[i][0] - 1,) + cmds[i][1:]
-    c = checker()
+    c = checker(impl)
     for cmd in cmds[:i]:
         if cmd[0] <= early[0]:
             c.issue(*cmd)

@@ -213,15 +213,6 @@ def test_feeder_rate():
 
 # ---- writer ---------------------------------------------------------------------------------
 
-def f32_add_bits(old: np.ndarray, new: np.ndarray, is_int: bool) -> np.ndarray:
-    """old + new on uint32 patterns: torch float32 (canonical NaN) or int32 wrap-around."""
-    if is_int:
-        return ((old.astype(np.uint64) + new.astype(np.uint64)) & 0xFFFFFFFF).astype(np.uint32)
-    s = golden.bits_f32(torch.from_numpy(old.astype(np.int64))) + \
-        golden.bits_f32(torch.from_numpy(new.astype(np.int64)))
-    return golden.result_bits(golden.canonical_nan(s))
-
-
 def apply_beats(image: bytes, beats, cmd, stale_reads=False) -> bytearray:
     """Reference: apply the beats in order to an SRAM image (``old + new`` when accumulating).
 
@@ -237,8 +228,7 @@ def apply_beats(image: bytes, beats, cmd, stale_reads=False) -> bytearray:
             if cmd["accumulate"]:
                 src = before if stale_reads else img
                 old = int.from_bytes(src[a:a + 4], "little")
-                new = int(f32_add_bits(np.array([old], np.uint32), np.array([new], np.uint32),
-                                       cmd["is_int"])[0])
+                new = int(golden.accumulate_bits([old], [new], cmd["is_int"])[0])
             img[a:a + 4] = new.to_bytes(4, "little")
     return img
 
@@ -331,7 +321,7 @@ def test_writer_gemv_jobs(accumulate):
         for beat in beats:
             new[beat["batch"], beat["index"]:beat["index"] + beat["count"]] = \
                 beat["data"][:beat["count"]]
-        want = f32_add_bits(rows_of(image, cmd), new, cmd["is_int"]) if accumulate else new
+        want = golden.accumulate_bits(rows_of(image, cmd), new, cmd["is_int"]) if accumulate else new
         assert np.array_equal(rows_of(got, cmd), want), f"case {n}"
 
 
