@@ -37,7 +37,7 @@ from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
 from .memory_port import connect_memory_client, forward_stream, memory_server_signature
-from .dram_controller import forward_phy, phy_members
+from .dram_controller import RANK_QUEUE_DEPTH, forward_phy, phy_members
 from .memory_system import MemorySystem
 from .sram import BankedSram, SramGeometry
 from .weight_streamer import WeightStreamer
@@ -56,7 +56,7 @@ class GemvDatapath(wiring.Component):
     ``dma_outstanding``."""
 
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
-                 sram_size=131072, sram_banks=16, policy="fair", refresh="aligned", queue_depth=8,
+                 sram_size=131072, sram_banks=16, policy="fair", refresh="aligned", queue_depth=RANK_QUEUE_DEPTH,
                  dma_outstanding=16, hierarchical=False):
         self.org, self.timing = org, timing
         self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, policy=policy,

@@ -44,7 +44,7 @@ from amaranth.lib.wiring import Out
 
 from .address_map import DEFAULT_SCHEME
 from .dram_config import DramOrganization, DramTiming
-from .dram_controller import DramController, forward_phy, phy_members
+from .dram_controller import RANK_QUEUE_DEPTH, DramController, forward_phy, phy_members
 from .memory_port import CLIENT_TAG_BITS, memory_server_signature
 
 __all__ = ["MemorySystem"]
@@ -85,7 +85,7 @@ class MemorySystem(wiring.Component):
     """
 
     def __init__(self, org: DramOrganization, timing: DramTiming, *, scheme: str = DEFAULT_SCHEME,
-                 n_clients: int = 2, lanes: int = 2, policy: str = "fair", queue_depth: int = 8,
+                 n_clients: int = 2, lanes: int = 2, policy: str = "fair", queue_depth: int = RANK_QUEUE_DEPTH,
                  refresh: str = "staggered", req_depth: int = 8, resp_depth: int = 16):
         for name, value, high in (("n_clients", n_clients, 8), ("lanes", lanes, 4)):
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:

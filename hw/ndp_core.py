@@ -43,7 +43,7 @@ from .activation_sequencer import ActivationSequencer
 from .command_processor import CommandProcessor, csr_request_layout
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
-from .dram_controller import PHY_PORTS, phy_members
+from .dram_controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
 from .gemv_engine import GemvEngine
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
 from .memory_port import connect_memory_client, forward_stream, memory_server_signature
@@ -70,7 +70,7 @@ def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0) -> int:
 
 class NdpCore(wiring.Component):
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
-                 sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=8,
+                 sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=RANK_QUEUE_DEPTH,
                  dma_outstanding=16, desc_queue=8, cq_depth=8, act_lanes=16,
                  hierarchical=False):
         self.org, self.timing = org, timing

@@ -21,14 +21,15 @@ ORG, TIMING = load_dram_config()
 AMAP = AddressMap(ORG)
 
 
-def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
-    dut = DramController(ORG, TIMING, policy=policy)
+def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16, **params):
+    dut = DramController(ORG, TIMING, policy=policy, **params)
     checker = TimingChecker(ORG, TIMING)
     sim = Simulator(dut)
     sim.add_clock(1e-9)
     pending = {}                     # (is_host, tag) -> (burst, write, cycle first offered)
     served = []
     host_latency = []
+    last_cycle = [0]
 
     async def tb(ctx):
         ndp = iter(enumerate(ndp_bursts))
@@ -65,6 +66,7 @@ def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
                         (r, cmd.bank_group, cmd.bank, cmd.row, cmd.column), f"cycle {cycle}"
                     assert write == (kind == DramCommand.WR)
                     served.append(key)
+                    last_cycle[0] = cycle
                     if key[0]:
                         host_latency.append(cycle - t0)
             took_ndp = nxt_ndp is not None and ctx.get(dut.ndp.ready)
@@ -81,7 +83,8 @@ def run_controller(policy, n_cycles, ndp_bursts, host_bursts, host_every=16):
 
     sim.add_testbench(tb)
     sim.run()
-    return {"served": served, "pending": pending, "host_latency": host_latency}
+    return {"served": served, "pending": pending, "host_latency": host_latency,
+            "last_cycle": last_cycle[0]}
 
 
 def traffic(seed, n_ndp=600, n_host=60):
@@ -114,3 +117,22 @@ def test_policy_changes_host_latency():
 def test_bad_policy():
     with pytest.raises(ValueError, match="arbitration policy"):
         DramController(ORG, TIMING, policy="lottery")
+
+
+def chunk_strided(n_rows, chunks=12, group=256):
+    """The streamer's DOT order for one dense group: 256 consecutive bursts per 64 B chunk, the
+    chunks ``n_rows`` bursts apart (``cosim/weight_layout.py``)."""
+    return [(j * n_rows + u, 0) for j in range(chunks) for u in range(group)]
+
+
+@pytest.mark.parametrize("queue_depth,floor,ceiling", [(None, 0.96, 1.0), (8, 0.0, 0.93)])
+def test_chunk_strided_stream_needs_a_deep_rank_queue(queue_depth, floor, ceiling):
+    """Chunks 128 KiB apart (2048 neurons) move the stream to new rows every 256 bursts: with the
+    default rank queue the next rows open while the current chunk streams (>= 96 % of one
+    burst per DRAM cycle); with 8 entries they cannot (the measurement behind the default)."""
+    bursts = chunk_strided(2048)
+    params = {} if queue_depth is None else {"queue_depth": queue_depth}
+    res = run_controller("fair", 4200, bursts, [], host_every=10 ** 9, **params)
+    assert len(res["served"]) == len(bursts) and not res["pending"]
+    rate = len(bursts) / res["last_cycle"]
+    assert floor <= rate <= ceiling, f"queue depth {queue_depth}: {rate:.3f} bursts per DRAM cycle"
