@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ndpdimm.cosim import rtl_build
 from ndpdimm.cosim.bench_gemv import bench_header
+from ndpdimm.hw.dram_controller import RANK_QUEUE_DEPTH
 
 __all__ = ["run_dram_bench", "bench_points", "load_points"]
 
@@ -173,6 +174,7 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
                                        f"--rows {rows} --cols {cols}")
                                     + f" --ring-beats {ring_beats}"),
         "design": {"n_units": units, "ring_beats": ring_beats, "refresh": "aligned",
+                   "rank_queue_depth": RANK_QUEUE_DEPTH,
                    "dram_config": "hw/configs/ddr4-3200.toml", "ndp_clock_ghz": 1.0},
         "figure_of_merit": "DRAM bytes read per NDP cycle (descriptor accepted -> streamer "
                            "status) / peak internal bandwidth",
