@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Command processor (Amaranth simulator): registers, checks and protection, dispatch, completions.
 
 The testbench drives the CSR port exactly as the host runtime will and plays
