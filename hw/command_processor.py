@@ -362,26 +362,21 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += dram_bytes.eq(self.streamer_status.payload.bursts << 6)
                 with m.If((new_sent == 0b111) & (new_got == 0b111)):
                     m.next = "COMPLETE"
-            with m.State("DMA"):
-                m.d.comb += self.dma_desc.valid.eq(1)
-                with m.If(self.dma_desc.ready):
-                    m.next = "DMA_WAIT"
-            with m.State("DMA_WAIT"):
-                m.d.comb += self.dma_status.ready.eq(1)
-                with m.If(self.dma_status.valid):
-                    m.d.sync += [code.eq(self.dma_status.payload.code),
-                                 dram_bytes.eq(Mux(self.dma_status.payload.code == Status.OK,
-                                                   dm.n_bytes, 0))]
-                    m.next = "COMPLETE"
-            with m.State("ACT"):
-                m.d.comb += self.act_desc.valid.eq(1)
-                with m.If(self.act_desc.ready):
-                    m.next = "ACT_WAIT"
-            with m.State("ACT_WAIT"):
-                m.d.comb += self.act_status.ready.eq(1)
-                with m.If(self.act_status.valid):
-                    m.d.sync += code.eq(self.act_status.payload.code)
-                    m.next = "COMPLETE"
+            def hand_over(state, desc, status, on_status=()):
+                """States ``state`` (offer ``desc``) and ``state``_WAIT (take its ``status``)."""
+                with m.State(state):
+                    m.d.comb += desc.valid.eq(1)
+                    with m.If(desc.ready):
+                        m.next = f"{state}_WAIT"
+                with m.State(f"{state}_WAIT"):
+                    m.d.comb += status.ready.eq(1)
+                    with m.If(status.valid):
+                        m.d.sync += [code.eq(status.payload.code), *on_status]
+                        m.next = "COMPLETE"
+
+            hand_over("DMA", self.dma_desc, self.dma_status,
+                      [dram_bytes.eq(Mux(self.dma_status.payload.code == Status.OK, dm.n_bytes, 0))])
+            hand_over("ACT", self.act_desc, self.act_status)
             with m.State("COMPLETE"):
                 m.d.comb += cq.w_en.eq(1)
                 with m.If(cq.w_rdy):
