@@ -105,6 +105,7 @@ class CommandProcessor(wiring.Component):
             "act_status": In(stream.Signature(status_layout())),
             "policy": Out(2),
             "busy": Out(1),
+            "irq": Out(1),
             # counters from the blocks (1 GHz domain)
             "bursts_read": In(32),
             "row_hits": In(32),
@@ -141,7 +142,7 @@ class CommandProcessor(wiring.Component):
                      dma_busy_cycles.eq(dma_busy_cycles + self.dma_busy)]
         running = Signal()
         idle = ~running & (dq.level == 0)
-        m.d.comb += [self.busy.eq(~idle), self.policy.eq(regs["POLICY"][:2])]
+        m.d.comb += [self.busy.eq(~idle), self.irq.eq(cq.r_rdy), self.policy.eq(regs["POLICY"][:2])]
 
         # CSR: one request per cycle; a read answers in the next cycle (held until taken)
         resp_valid = Signal()

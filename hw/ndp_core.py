@@ -15,7 +15,9 @@
 The host programs it through the registers of ``hw/ndp_registers.py`` and the
 descriptors of ``hw/descriptors.py`` (see ``hw/command_processor.py`` for the
 checks, protection window and completion semantics); host pass-through DRAM
-reads and writes use the ``host`` port at any time. The DRAM arbitration
+reads and writes use the ``host`` port at any time. ``irq`` is high while a
+completion waits in the completion queue (level-triggered: it drops when the
+host pops the last one), so a host need not poll ``CQ_HEAD``. The DRAM arbitration
 policy is the ``POLICY`` register, carried into the DRAM clock by a two-flop
 synchroniser (it is quasi-static: privileged, changed only while idle).
 
@@ -105,6 +107,7 @@ class NdpCore(wiring.Component):
         super().__init__({
             "csr": In(stream.Signature(csr_request_layout())),
             "csr_resp": Out(stream.Signature(CSR_DATA_BITS)),
+            "irq": Out(1),
             "host": Out(memory_server_signature(org.capacity_bytes, org.ranks, 1)),
             **{name: phy[name] for name in CORE_PHY_PORTS},
         })
@@ -138,6 +141,7 @@ class NdpCore(wiring.Component):
         # command processor
         wiring.connect(m, wiring.flipped(self.csr), cp.csr)
         wiring.connect(m, cp.csr_resp, wiring.flipped(self.csr_resp))
+        m.d.comb += self.irq.eq(cp.irq)
         wiring.connect(m, cp.streamer_desc, st.desc)
         wiring.connect(m, st.status, cp.streamer_status)
         wiring.connect(m, cp.engine_cmd, e.cmd)

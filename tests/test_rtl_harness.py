@@ -1,0 +1,209 @@
+"""The fast RTL harness (``cosim/rtl_harness.py`` + ``cosim/harness/ndp_harness.cpp``) at the backend level.
+
+One small core is built once for the module (cached in ``build/harness``). The
+tests drive it exactly as the driver does - descriptor words in, completions
+out - and check results bit for bit against the golden model, the DRAM
+command counts against the core's own counters, host pass-through traffic
+while the NDP computes, the waveform window, and the errors.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.benches.gemv_datapath import job_from_spec
+from ndpdimm.cosim.gemv_job import EngineShape
+from ndpdimm.cosim.golden import elem_bits
+from ndpdimm.cosim import weight_layout
+from ndpdimm.cosim.rtl_harness import HarnessMismatch, RtlBackend, build_harness
+from ndpdimm.hw.descriptors import GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout
+from ndpdimm.hw.memory_port import Status
+from ndpdimm.hw.ndp_core import ndp_core_from_config
+from ndpdimm.hw.ndp_registers import register
+
+SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
+WINDOW = (1 << 20, 1 << 26)
+W_BASE = 1 << 21
+STAGE_X, STAGE_IDX, STAGE_Y = 1 << 23, (1 << 23) + (1 << 20), (1 << 23) + (2 << 20)
+SRAM_IDX, SRAM_X, SRAM_Y = 0, 4096, 8192
+
+
+def _round(n, k):
+    return -(-n // k) * k
+
+
+class Program:
+    """Descriptor words for one core configuration (the layouts of ``hw/descriptors.py``)."""
+
+    def __init__(self, config):
+        core = ndp_core_from_config(config.dram_config, **config.core_params())
+        e = core.engine
+        self.shape = EngineShape(n_units=e.n_units, max_batch=e.max_batch, radix_bits=e.radix_bits,
+                                 index_bits=e.index_bits, step_bits=e.step_bits)
+        dram_bits = core.org.capacity_bytes.bit_length() - 1
+        sram_bits = config.sram_size.bit_length() - 1
+        self.gemv = gemv_descriptor_layout(dram_bits, sram_bits)
+        self.dma_layout = dma_descriptor_layout(dram_bits, sram_bits)
+        self.next_id = 1
+
+    def word(self, layout, fields):
+        fields = {"id": self.next_id & 0xFFF, **fields}
+        self.next_id += 1
+        return layout.const(fields).as_value().value
+
+    def dma(self, to_dram, dram, sram, n):
+        return self.word(self.dma_layout, {"opcode": Opcode.DMA, "to_dram": to_dram, "dram": dram,
+                                           "sram": sram, "n_bytes": n})
+
+    def stage(self, backend, job):
+        """Load W, X, the index list into DRAM; the GEMV program's words and the Y pitch."""
+        e = job.dtype.info.elem_bits // 8
+        backend.load(W_BASE, weight_layout.dram_image(job))
+        xb = elem_bits(job.X, job.dtype).numpy().astype(np.uint16 if e == 2 else np.uint8)
+        x_pitch = _round(job.X.shape[1] * e, 32)
+        img = bytearray(job.batch * x_pitch)
+        for b in range(job.batch):
+            row = xb[b].tobytes()
+            img[b * x_pitch:b * x_pitch + len(row)] = row
+        backend.load(STAGE_X, bytes(img))
+        n_idx = 0 if job.idx is None else len(job.idx)
+        if n_idx:
+            backend.load(STAGE_IDX, weight_layout.index_bytes(job.idx))
+        y_pitch = _round(job.n_out * 4, 32)
+        op = {"dense": GemvOp.DENSE, "row_gather": GemvOp.ROW_GATHER,
+              "col_gather": GemvOp.COL_GATHER}[job.op]
+        words = [self.dma(0, STAGE_X, SRAM_X, _round(len(img), 64))]
+        if n_idx:
+            words.append(self.dma(0, STAGE_IDX, SRAM_IDX, _round(4 * n_idx, 64)))
+        words.append(self.word(self.gemv, {
+            "opcode": Opcode.GEMV, "op": op, "dtype": int(job.dtype),
+            "batch_minus_one": job.batch - 1, "accumulate": 0, "w_base": W_BASE,
+            "n_rows": job.W.shape[0], "n_cols": job.W.shape[1], "idx_addr": SRAM_IDX,
+            "n_idx": n_idx, "x_addr": SRAM_X, "x_pitch": x_pitch, "y_addr": SRAM_Y,
+            "y_pitch": y_pitch}))
+        words.append(self.dma(1, STAGE_Y, SRAM_Y, _round(job.batch * y_pitch, 64)))
+        return words, y_pitch
+
+    @staticmethod
+    def results(backend, job, y_pitch):
+        out = np.zeros((job.batch, job.n_out), dtype=np.uint32)
+        for b in range(job.batch):
+            out[b] = np.frombuffer(backend.dump(STAGE_Y + b * y_pitch, 4 * job.n_out), dtype="<u4")
+        return out
+
+
+@pytest.fixture(scope="module")
+def core():
+    backend = RtlBackend(SMALL)
+    backend.csr_write("WINDOW_BASE", WINDOW[0])
+    backend.csr_write("WINDOW_LIMIT", WINDOW[1])
+    backend.csr_write("CTRL", 1)
+    yield backend
+    backend.close()
+
+
+JOBS = [
+    {"op": "dense", "dtype": "fp16", "rows": 21, "cols": 70, "batch": 2},
+    {"op": "row_gather", "dtype": "int8", "rows": 40, "cols": 130, "active": 0.4},
+    {"op": "col_gather", "dtype": "bf16", "rows": 24, "cols": 100, "active": 0.5, "batch": 3},
+    {"op": "dense", "dtype": "bf16", "rows": 67, "cols": 300, "batch": 4},
+]
+
+
+def test_registers_and_reset(core):
+    assert core.csr_read("ID") == register("ID").reset
+    caps = core.csr_read("CAPS")
+    assert caps & 0xFFFF == SMALL.n_units
+    assert core.csr_read("WINDOW_LIMIT") == WINDOW[1]
+    before = core.csr_read("CYCLES")
+    core.run_cycles(100)
+    assert core.csr_read("CYCLES") >= before + 100
+
+
+@pytest.mark.parametrize("i", range(len(JOBS)))
+def test_gemv_program_bit_exact(core, i):
+    """DMA in, GEMV, DMA out submitted as one batch; results in DRAM bit-exact vs golden;
+    completion bytes and the core's DRAM counters agree with the harness's DRAM model."""
+    prog = Program(SMALL)
+    job = job_from_spec(JOBS[i], prog.shape, 900 + i)
+    words, y_pitch = prog.stage(core, job)
+    reads0, stats0 = core.csr_read("DRAM_BURSTS_READ"), core.stats()
+    core.submit(words)
+    done = core.run()
+    assert core.pending == 0
+    assert [c.status for c in done] == [Status.OK] * len(words), [c.describe() for c in done]
+    assert [c.id for c in done] == [(w >> 4) & 0xFFF for w in words]
+    assert (prog.results(core, job, y_pitch) == job.result_bits()).all()
+    gemv = done[-2]
+    assert gemv.opcode == Opcode.GEMV and gemv.cycles > 0
+    stats = core.stats()
+    rd = stats["RD"] - stats0["RD"]
+    # every burst the DRAM model served was read by the streamer or the DMA
+    assert rd == sum(c.dram_bytes for c in done if c.opcode == Opcode.DMA and
+                     (words[done.index(c)] >> 16) & 1 == 0) // 64 + gemv.dram_bytes // 64
+    assert core.csr_read("DRAM_BURSTS_READ") - reads0 == gemv.dram_bytes // 64
+
+
+def test_rejected_descriptors_change_nothing(core):
+    prog = Program(SMALL)
+    marker = random.Random(5).randbytes(256)
+    core.load(STAGE_Y, marker)
+    wr0 = core.stats()["WR"]
+    words = [prog.dma(1, WINDOW[0] - 64, 0, 128),            # outside the window
+             prog.dma(1, STAGE_Y + 16, 0, 64),               # misaligned
+             prog.word(prog.dma_layout, {"opcode": 11}),
+             prog.word(prog.dma_layout, {"opcode": Opcode.FENCE})]
+    core.submit(words)
+    got = [c.status for c in core.run()]
+    assert got == [Status.DRAM_RANGE, Status.MISALIGNED, Status.BAD_OPCODE, Status.OK]
+    assert core.stats()["WR"] == wr0 and core.dump(STAGE_Y, 256) == marker
+
+
+def test_host_traffic_while_computing(core):
+    """Host pass-through writes and reads run while a GEMV program is in flight and see
+    exactly their own data."""
+    prog = Program(SMALL)
+    job = job_from_spec({"op": "dense", "dtype": "fp16", "rows": 64, "cols": 256, "batch": 2},
+                        prog.shape, 31)
+    words, y_pitch = prog.stage(core, job)
+    core.submit(words)
+    rng = random.Random(9)
+    host = 1 << 27                                          # outside the NDP window
+    for k in range(6):
+        data = rng.randbytes(64)
+        core.host_access(host + 64 * k, True, data)
+        assert core.host_access(host + 64 * k, False) == data
+        assert core.dump(host + 64 * k, 64) == data
+    assert core.pending > 0, "the program should still be running during host traffic"
+    done = core.run()
+    assert all(c.ok for c in done)
+    assert (prog.results(core, job, y_pitch) == job.result_bits()).all()
+
+
+def test_bad_input(core):
+    cap = core.org.capacity_bytes
+    with pytest.raises(ValueError, match="outside the DIMM"):
+        core.load(cap - 8, bytes(16))
+    with pytest.raises(ValueError, match="outside the DIMM"):
+        core.dump(-64, 64)
+    with pytest.raises(ValueError, match="64 B aligned"):
+        core.host_access(100, False)
+    with pytest.raises(ValueError, match="256-bit"):
+        core.submit([1 << 256])
+    with pytest.raises(KeyError, match="NOPE"):
+        core.csr_read("NOPE")
+    # nothing above changed the core
+    assert core.pending == 0
+    assert core.csr_read("ID") == register("ID").reset
+
+
+def test_library_built_for_other_parameters(core):
+    other = CoreConfig(n_units=4, max_batch=4, sram_size=16384, sram_banks=4)
+    with pytest.raises(HarnessMismatch, match="was built for"):
+        RtlBackend(other, library=core.library)
+
+
+def test_build_is_cached(core):
+    assert build_harness(SMALL, progress=False) == core.library
