@@ -42,6 +42,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,8 @@ BUILD_ROOT_ENV = "NDPDIMM_HARNESS_BUILD_ROOT"
 CXX_OPT = "-O1"
 _DONE = "build.done.json"
 _FACTORY = "ndpdimm.hw.ndp_core:ndp_core_verilog"
+#: The top module Verilator builds (``harness_top_verilog``).
+HARNESS_TOP = "ndp_harness_top"
 
 _OK, _MAX_CYCLES, _VIOLATION, _PROTOCOL, _VALUE_ERROR, _DEAD = range(6)
 #: Cycles a single register or host access may take before the harness gives up.
@@ -180,15 +183,52 @@ def _log(msg):
     print(f"[rtl_harness] {msg}", file=sys.stderr, flush=True)
 
 
+_PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]*)\s*;")
+
+
+def harness_top_verilog(core_verilog: str) -> str:
+    """A top module around ``ndp_core`` whose only job is to register the two resets.
+
+    Why: Amaranth writes each register's next-state logic as a combinational block that
+    ends in ``if (rst) next = init``, so all of it depends on the ``rst`` *input*, and
+    Verilator evaluates logic that depends on inputs (its ``ico`` region) at every
+    ``eval()`` - five times per NDP cycle here, once per clock edge of either clock,
+    whatever changed. Behind a flop the resets are state, and that logic runs only when
+    its own clock ticks. Cost: each reset takes effect one cycle of its clock later.
+    """
+    start = core_verilog.index("module ndp_core(")
+    body = core_verilog[start:core_verilog.index("endmodule", start)]
+    ports = []
+    for line in body.splitlines()[1:]:
+        m = _PORT.match(line)
+        if m:
+            ports.append((m.group(1), m.group(2) or "", m.group(3)))
+    names = [p[2] for p in ports]
+    for need in ("clk", "rst", "dram_clk", "dram_rst"):
+        if need not in names:
+            raise RuntimeError(f"ndp_core has no port {need!r}; ports: {names}")
+    lines = [f"module {HARNESS_TOP}({', '.join(names)});"]
+    lines += [f"  {d} {w + ' ' if w else ''}{n};" for d, w, n in ports]
+    lines += ["  reg rst_q = 1'b1;", "  reg dram_rst_q = 1'b1;",
+              "  always @(posedge clk) rst_q <= rst;",
+              "  always @(posedge dram_clk) dram_rst_q <= dram_rst;",
+              "  ndp_core core ("]
+    conn = [f"    .{n}({'rst_q' if n == 'rst' else 'dram_rst_q' if n == 'dram_rst' else n})"
+            for n in names]
+    lines += [",\n".join(conn), "  );", "endmodule", ""]
+    return "\n".join(lines)
+
+
 def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str) -> list:
     cflags = "-fPIC -std=c++17" + (" -DNDPH_TRACE" if waves else "")
     cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)),
-           "--top-module", "ndp_core", "--prefix", "Vtop", "--Mdir", str(out_dir / "obj"),
+           "--top-module", HARNESS_TOP, "--prefix", "Vtop", "--Mdir", str(out_dir / "obj"),
            *[f for f in VERILATOR_FLAGS if f != "--no-public-flat-rw"],
            "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", LIB_NAME]
     if waves:
         cmd.append("--trace")
-    return cmd + [str(out_dir / "ndp_core.v"), str(out_dir / "ndp_harness.cpp"),
+    return cmd + [str(out_dir / "ndp_core.v"), str(out_dir / "harness_top.v"),
+                  str(out_dir / "ndp_harness.cpp"),
                   str(out_dir / "dram_model.cpp")]
 
 
@@ -196,7 +236,8 @@ def _build_identity(config: CoreConfig, verilog: str, waves: bool, cxx_opt: str)
     """(hash16, build_info dict) of a build."""
     sources = {name: (HARNESS_DIR / name).read_text() for name in HARNESS_SOURCES}
     h = hashlib.sha256()
-    for part in (_SRC_ATTRIBUTE.sub("", verilog), *sources.values(), json.dumps(VERILATOR_FLAGS),
+    for part in (_SRC_ATTRIBUTE.sub("", verilog), harness_top_verilog(verilog), *sources.values(),
+                 json.dumps(VERILATOR_FLAGS),
                  cxx_opt, str(waves), verilator_version(), json.dumps(config.as_dict(), sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0\0")
@@ -288,6 +329,7 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
         (out_dir / "ndp_core.v").write_text(verilog)
+        (out_dir / "harness_top.v").write_text(harness_top_verilog(verilog))
         (out_dir / "harness_config.h").write_text(harness_header(config, info))
         for name in HARNESS_SOURCES:
             shutil.copyfile(HARNESS_DIR / name, out_dir / name)

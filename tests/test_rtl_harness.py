@@ -207,3 +207,30 @@ def test_library_built_for_other_parameters(core):
 
 def test_build_is_cached(core):
     assert build_harness(SMALL, progress=False) == core.library
+
+
+def test_waveform_window(tmp_path):
+    """A VCD of NDP cycles 40..90 only: standard header, the core's ports, and every
+    timestamp inside the window."""
+    path = tmp_path / "core.vcd"
+    prog = Program(SMALL)
+    with RtlBackend(SMALL, waves=(path, 40, 90)) as b:
+        b.csr_write("WINDOW_BASE", WINDOW[0])
+        b.csr_write("WINDOW_LIMIT", WINDOW[1])
+        b.csr_write("CTRL", 1)
+        b.submit([prog.dma(0, STAGE_X, 0, 256)])
+        assert [c.status for c in b.run()] == [Status.OK]
+        b.run_cycles(200)
+        b.close_waves()
+    text = path.read_text()
+    head, _, body = text.partition("$enddefinitions $end")
+    assert "$timescale" in head and " clk " in head and " irq " in head
+    times = [int(line[1:]) for line in body.splitlines() if line.startswith("#")]
+    assert times, "no value changes recorded"
+    # cycle n's rising edge is at about (n + 4 reset cycles) ns
+    assert 40_000 <= min(times) < 46_000 and 90_000 <= max(times) <= 96_000, (min(times), max(times))
+
+
+def test_waves_need_a_traced_library(core, tmp_path):
+    with pytest.raises(HarnessMismatch, match="without waveform"):
+        RtlBackend(SMALL, library=core.library, waves=(tmp_path / "x.vcd", 0, 10))
