@@ -42,7 +42,6 @@ import ctypes
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from pathlib import Path
 from ndpdimm.cosim.backend import Backend, Completion, CoreConfig, check_word
 from ndpdimm.cosim.rtl_build import (VERILATOR_FLAGS, _SRC_ATTRIBUTE, _file_lock, _tail,
                                      build_cache_dir, elaborate, verilator_env, verilator_version)
+from ndpdimm.cosim.sim_top import reset_register_wrapper
 from ndpdimm.hw.memory_port import BURST_BYTES, Status
 from ndpdimm.hw.ndp_registers import REGISTERS, register
 
@@ -183,48 +183,17 @@ def _log(msg):
     print(f"[rtl_harness] {msg}", file=sys.stderr, flush=True)
 
 
-_PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]*)\s*;")
-
-
 def harness_top_verilog(core_verilog: str) -> str:
-    """A top module around ``ndp_core`` whose only job is to register the two resets.
-
-    Why: Amaranth writes each register's next-state logic as a combinational block that
-    ends in ``if (rst) next = init``, so all of it depends on the ``rst`` *input*, and
-    Verilator evaluates logic that depends on inputs (its ``ico`` region) at every
-    ``eval()`` - five times per NDP cycle here, once per clock edge of either clock,
-    whatever changed. Behind a flop the resets are state, and that logic runs only when
-    its own clock ticks. Cost: each reset takes effect one cycle of its clock later.
-    """
-    start = core_verilog.index("module ndp_core(")
-    body = core_verilog[start:core_verilog.index("endmodule", start)]
-    ports = []
-    for line in body.splitlines()[1:]:
-        m = _PORT.match(line)
-        if m:
-            ports.append((m.group(1), m.group(2) or "", m.group(3)))
-    names = [p[2] for p in ports]
-    for need in ("clk", "rst", "dram_clk", "dram_rst"):
-        if need not in names:
-            raise RuntimeError(f"ndp_core has no port {need!r}; ports: {names}")
-    lines = [f"module {HARNESS_TOP}({', '.join(names)});"]
-    lines += [f"  {d} {w + ' ' if w else ''}{n};" for d, w, n in ports]
-    lines += ["  reg rst_q = 1'b1;", "  reg dram_rst_q = 1'b1;",
-              "  always @(posedge clk) rst_q <= rst;",
-              "  always @(posedge dram_clk) dram_rst_q <= dram_rst;",
-              "  ndp_core core ("]
-    conn = [f"    .{n}({'rst_q' if n == 'rst' else 'dram_rst_q' if n == 'dram_rst' else n})"
-            for n in names]
-    lines += [",\n".join(conn), "  );", "endmodule", ""]
-    return "\n".join(lines)
+    """The top Verilator builds: ``ndp_core`` with its resets registered (``cosim/sim_top.py``)."""
+    return reset_register_wrapper(core_verilog, HARNESS_TOP)
 
 
-def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str) -> list:
+def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str, extra_flags=()) -> list:
     cflags = "-fPIC -std=c++17" + (" -DNDPH_TRACE" if waves else "")
     cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)),
            "--top-module", HARNESS_TOP, "--prefix", "Vtop", "--Mdir", str(out_dir / "obj"),
            *[f for f in VERILATOR_FLAGS if f != "--no-public-flat-rw"],
-           "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", LIB_NAME]
+           *extra_flags, "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", LIB_NAME]
     if waves:
         cmd.append("--trace")
     return cmd + [str(out_dir / "ndp_core.v"), str(out_dir / "harness_top.v"),
@@ -232,19 +201,19 @@ def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str) -> list:
                   str(out_dir / "dram_model.cpp")]
 
 
-def _build_identity(config: CoreConfig, verilog: str, waves: bool, cxx_opt: str):
+def _build_identity(config: CoreConfig, verilog: str, waves: bool, cxx_opt: str, extra_flags=()):
     """(hash16, build_info dict) of a build."""
     sources = {name: (HARNESS_DIR / name).read_text() for name in HARNESS_SOURCES}
     h = hashlib.sha256()
     for part in (_SRC_ATTRIBUTE.sub("", verilog), harness_top_verilog(verilog), *sources.values(),
-                 json.dumps(VERILATOR_FLAGS),
+                 json.dumps(VERILATOR_FLAGS + tuple(extra_flags)),
                  cxx_opt, str(waves), verilator_version(), json.dumps(config.as_dict(), sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0\0")
     verilog_hash = hashlib.sha256(_SRC_ATTRIBUTE.sub("", verilog).encode()).hexdigest()[:16]
     digest = h.hexdigest()[:16]
     info = {"config": config.as_dict(), "verilog_sha": verilog_hash, "waves": waves,
-            "cxx_opt": cxx_opt, "build": digest}
+            "cxx_opt": cxx_opt, "verilator_flags": list(extra_flags), "build": digest}
     return digest, info
 
 
@@ -280,7 +249,7 @@ class _Progress:
                 last = msg
 
 
-def _source_key(config: CoreConfig, waves: bool, cxx_opt: str) -> str:
+def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=()) -> str:
     """Hash of everything the Verilog and the library derive from, known without elaborating:
     the RTL's Python sources and DRAM configs, the harness sources, the configuration, flags
     and tool versions. It maps to a finished build in ``<root>/index/`` so a second run skips
@@ -289,14 +258,14 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str) -> str:
     hw = Path(__file__).resolve().parent.parent / "hw"
     h = hashlib.sha256()
     files = sorted(hw.glob("*.py")) + sorted(hw.glob("configs/*")) + \
-        [HARNESS_DIR / n for n in HARNESS_SOURCES] + [Path(__file__)]
+        [HARNESS_DIR / n for n in HARNESS_SOURCES] + [Path(__file__), Path(__file__).with_name("sim_top.py")]
     if config.dram_config:
         files.append(Path(config.dram_config))
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     for part in (json.dumps(config.as_dict(), sort_keys=True), str(waves), cxx_opt,
-                 json.dumps(VERILATOR_FLAGS), verilator_version(),
+                 json.dumps(VERILATOR_FLAGS + tuple(extra_flags)), verilator_version(),
                  importlib.metadata.version("amaranth")):
         h.update(part.encode())
         h.update(b"\0\0")
@@ -304,10 +273,15 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str) -> str:
 
 
 def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX_OPT,
-                  build_root=None, progress: bool = True) -> Path:
-    """Path of ``libndpcore.so`` for ``config`` (built if missing); see the module docstring."""
+                  extra_flags=(), build_root=None, progress: bool = True) -> Path:
+    """Path of ``libndpcore.so`` for ``config`` (built if missing); see the module docstring.
+
+    ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` more Verilator
+    options (e.g. ``("-O3",)``, ``("--threads", "2")``): build options ``bench_cosim`` compares.
+    """
+    extra_flags = tuple(extra_flags)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
-    index = root / "index" / f"{_source_key(config, waves, cxx_opt)}.json"
+    index = root / "index" / f"{_source_key(config, waves, cxx_opt, extra_flags)}.json"
     if index.exists():
         out_dir = root / json.loads(index.read_text())["dir"]
         if (out_dir / _DONE).exists():
@@ -316,7 +290,7 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
         _log(f"elaborating NdpCore {json.dumps(config.core_params())}")
     verilog = elaborate("ndp_core", _FACTORY,
                         {"config_path": config.dram_config, **config.core_params()})
-    digest, info = _build_identity(config, verilog, waves, cxx_opt)
+    digest, info = _build_identity(config, verilog, waves, cxx_opt, extra_flags)
     out_dir = root / f"ndp_core-{digest}"
     lib = out_dir / "obj" / LIB_NAME
     if (out_dir / _DONE).exists():
@@ -343,7 +317,7 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
         start = time.monotonic()
         log = out_dir / "build.log"
         with open(log, "w") as f, _Progress(out_dir / "obj", progress):
-            proc = subprocess.run(_verilator_cmd(out_dir, waves, cxx_opt), stdout=f,
+            proc = subprocess.run(_verilator_cmd(out_dir, waves, cxx_opt, extra_flags), stdout=f,
                                   stderr=subprocess.STDOUT, env=env, cwd=out_dir)
         if proc.returncode or not lib.exists():
             raise RuntimeError(f"building the NdpCore harness failed (exit {proc.returncode}); "
@@ -420,7 +394,7 @@ class RtlBackend(Backend):
     name = "rtl"
 
     def __init__(self, config: CoreConfig = CoreConfig(), *, waves=None, progress: bool = True,
-                 library=None, cxx_opt: str = CXX_OPT, build_root=None):
+                 library=None, cxx_opt: str = CXX_OPT, extra_flags=(), build_root=None):
         if not isinstance(config, CoreConfig):
             raise ValueError(f"config must be a CoreConfig, got {config!r}")
         self.config = config
@@ -429,8 +403,8 @@ class RtlBackend(Backend):
             if not (isinstance(waves, (tuple, list)) and len(waves) == 3):
                 raise ValueError(f"waves must be (path, first_cycle, last_cycle), got {waves!r}")
         path = Path(library) if library is not None else build_harness(
-            config, waves=waves is not None, cxx_opt=cxx_opt, build_root=build_root,
-            progress=progress)
+            config, waves=waves is not None, cxx_opt=cxx_opt, extra_flags=extra_flags,
+            build_root=build_root, progress=progress)
         self.library = path
         self._lib = lib = _load(path.resolve())
         info = json.loads(lib.ndph_build_info().decode())

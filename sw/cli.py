@@ -3,8 +3,13 @@
 Subcommands:
 
 * ``ndpdimm demo``    a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
-* ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``)
+* ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
+  ``cosim/bench_cosim.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
+* ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
+  ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
+* ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
+  (``cosim/calibrate.py``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -45,8 +50,12 @@ def _parser():
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
-    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "all"), default="all",
-                   help="which benchmark (default all)")
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "all"), default="all",
+                   help="which benchmark (default all); cosim: simulation speed of the backends "
+                        "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
+                        "(cosim/bench_cosim.py)")
+    b.add_argument("--build-options", action="store_true",
+                   help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
                    help="GEMV units (default: the SPEC's 256)")
     b.add_argument("--k", type=_positive, default=None, help="gemv_engine: columns of the GEMVs")
@@ -60,6 +69,28 @@ def _parser():
                    help="dram_gemv: JSON list of points to run instead of the default set "
                         "(see cosim/bench_dram_gemv.py; e.g. bench/dram_gemv_points.json)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
+
+    r = sub.add_parser("run-layer", help="run one real all-MiniLM-L6-v2 MLP layer or attention step "
+                                         "through the host driver on a chosen backend; prints the "
+                                         "result check and cycles")
+    r.add_argument("--backend", choices=("rtl", "model"), default="model",
+                   help="rtl: the Verilated core in the C++ harness; model: reference model + "
+                        "calibrated performance model (default model)")
+    r.add_argument("--layer", choices=("mlp", "attention"), default="mlp",
+                   help="what to run (default mlp)")
+    r.add_argument("--units", type=_positive, default=16, help="GEMV units of the core (default 16)")
+    r.add_argument("--batch", type=_positive, default=2,
+                   help="tokens (mlp) or queries (attention) per batch (default 2)")
+    r.add_argument("--model-layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
+    r.add_argument("--head", type=int, default=0, help="attention head 0..11 (default 0)")
+    r.add_argument("--sentence", default=None, help="input sentence")
+    r.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    from ndpdimm.cosim import calibrate
+    c = sub.add_parser("calibrate", help="fit the performance model (model backend) to cycle counts "
+                                         "of the RTL backend; writes cosim/calibration/<config>.json")
+    calibrate.add_arguments(c)
 
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
@@ -82,6 +113,11 @@ def main(argv=None):
                 from ndpdimm.cosim.bench_gemv import run_bench
                 kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
                 run_bench(out=f"{args.out_dir}/gemv_engine.json", **kw)
+            if args.suite in ("cosim", "all"):
+                from ndpdimm.cosim.bench_cosim import run_bench as run_cosim_bench
+                units = (args.units,) if args.units else (256, 16)
+                run_cosim_bench(units=units, build_options=args.build_options,
+                                out=f"{args.out_dir}/cosim.json")
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
@@ -89,6 +125,18 @@ def main(argv=None):
                                         ("jobs", args.jobs), ("points_file", args.points_file))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
+        elif args.command == "run-layer":
+            from .run_layer import run_layer
+            from .real_layer import DEFAULT_SENTENCE
+            result = run_layer(backend=args.backend, layer=args.layer, units=args.units,
+                               batch=args.batch, model_layer=args.model_layer, head=args.head,
+                               sentence=args.sentence or DEFAULT_SENTENCE, json_out=args.json,
+                               progress=not args.no_progress)
+            if not result["bit_exact_vs_golden"]:
+                return 1
+        elif args.command == "calibrate":
+            from ndpdimm.cosim import calibrate
+            calibrate.run(args)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

@@ -10,14 +10,15 @@ benches' environment variables ``NDP_RANDOM_ROUNDS`` and ``NDP_FUZZ_COUNT``.
 import pytest
 
 from ndpdimm.cosim import rtl_build
+from ndpdimm.cosim.sim_top import SIM_TOP
 
 BENCH = "ndpdimm.cosim.benches.ndp_core_random"
-FACTORY = "ndpdimm.hw.ndp_core:ndp_core_verilog"
+FACTORY = "ndpdimm.cosim.sim_top:ndp_core_sim_verilog"   # ndp_core, resets registered
 SMALL = {"n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
 
 
 def test_random_streams_and_fuzzing_short():
-    rtl_build.run("ndp_core", FACTORY, SMALL, BENCH,
+    rtl_build.run(SIM_TOP, FACTORY, SMALL, BENCH,
                   testcase=["random_descriptor_streams", "fuzz_descriptors",
                             "checkers_catch_wrong_expectations"],
                   seed=1, extra_env={"NDP_RANDOM_ROUNDS": 6, "NDP_FUZZ_COUNT": 400}).check()
@@ -26,12 +27,12 @@ def test_random_streams_and_fuzzing_short():
 @pytest.mark.sim
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_random_descriptor_streams_long(seed):
-    rtl_build.run("ndp_core", FACTORY, SMALL, BENCH, testcase=["random_descriptor_streams"],
+    rtl_build.run(SIM_TOP, FACTORY, SMALL, BENCH, testcase=["random_descriptor_streams"],
                   seed=seed, extra_env={"NDP_RANDOM_ROUNDS": 16}).check()
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_fuzz_descriptors_long(seed):
-    rtl_build.run("ndp_core", FACTORY, SMALL, BENCH, testcase=["fuzz_descriptors"],
+    rtl_build.run(SIM_TOP, FACTORY, SMALL, BENCH, testcase=["fuzz_descriptors"],
                   seed=seed, extra_env={"NDP_FUZZ_COUNT": 1000}).check()
