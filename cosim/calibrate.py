@@ -58,6 +58,7 @@ from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory_port import Status
 
 from .backend import CoreConfig
+from .arguments import positive_int
 from .perf_model import COUNTER_NAMES, FITTED, PerfModel, PerfParams, calibration_path, config_key
 
 __all__ = ["point_sets", "point_fields", "expected_status", "run_points", "fit", "evaluate",
@@ -785,14 +786,7 @@ def held_out_table(record: dict) -> str:
 
 # --- command line -------------------------------------------------------------------------
 
-def _positive(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+_positive = positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,17 +17,12 @@ Bad arguments exit with status 2 and a one-line reason before any simulation sta
 import argparse
 import sys
 
+from ndpdimm.cosim.arguments import positive_int
+
 __all__ = ["main"]
 
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+_positive = positive_int
 
 
 def _parser():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["MlpLayer", "load_mlp_layer", "model_dir", "DEFAULT_SENTENCE"]
+__all__ = ["MlpLayer", "load_mlp_layer", "load_model", "forward_with_hook", "model_dir", "DEFAULT_SENTENCE"]
 
 DEFAULT_SENTENCE = ("Near-data processing puts simple compute next to the DRAM so that "
                     "memory-bound matrix-vector products never cross the memory bus.")
@@ -43,8 +43,9 @@ def model_dir() -> Path:
     return path
 
 
-def load_mlp_layer(layer: int = 3, sentence: str = DEFAULT_SENTENCE) -> MlpLayer:
-    """Load layer ``layer``'s MLP weights and its input for ``sentence`` (offline)."""
+def load_model(layer: int):
+    """``(tokenizer, model)`` of all-MiniLM-L6-v2, loaded offline; ``ValueError`` if the model
+    has no layer ``layer``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
@@ -54,19 +55,32 @@ def load_mlp_layer(layer: int = 3, sentence: str = DEFAULT_SENTENCE) -> MlpLayer
     n_layers = len(model.encoder.layer)
     if not 0 <= layer < n_layers:
         raise ValueError(f"layer {layer} outside 0..{n_layers - 1}")
+    return tokenizer, model
+
+
+def forward_with_hook(tokenizer, model, sentence, module, hook, **hook_kwargs):
+    """Run ``model`` on ``sentence`` with ``hook`` on ``module``'s forward (removed after);
+    returns the tokenizer's encoding."""
+    handle = module.register_forward_hook(hook, **hook_kwargs)
+    try:
+        enc = tokenizer(sentence, return_tensors="pt")
+        with torch.no_grad():
+            model(**enc)
+    finally:
+        handle.remove()
+    return enc
+
+
+def load_mlp_layer(layer: int = 3, sentence: str = DEFAULT_SENTENCE) -> MlpLayer:
+    """Load layer ``layer``'s MLP weights and its input for ``sentence`` (offline)."""
+    tokenizer, model = load_model(layer)
     block = model.encoder.layer[layer]
     captured = {}
 
     def capture_input(module, args, output):
         captured["h"] = args[0].detach()     # returns None: the output is left alone
 
-    hook = block.intermediate.dense.register_forward_hook(capture_input)
-    try:
-        enc = tokenizer(sentence, return_tensors="pt")
-        with torch.no_grad():
-            model(**enc)
-    finally:
-        hook.remove()
+    enc = forward_with_hook(tokenizer, model, sentence, block.intermediate.dense, capture_input)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     return MlpLayer(
         name=f"all-MiniLM-L6-v2 layer {layer} MLP",

@@ -27,7 +27,6 @@ performance model's predictions on ``model`` (the JSON says which).
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.activation_unit import ActFmt, ActOp
 from ndpdimm.hw.formats import Dtype
 from .driver import Dimm
-from .real_layer import DEFAULT_SENTENCE, load_mlp_layer, model_dir
+from .real_layer import DEFAULT_SENTENCE, forward_with_hook, load_mlp_layer, load_model
 
 __all__ = ["run_layer", "load_attention_head", "LAYERS"]
 
@@ -51,15 +50,7 @@ _FMT = {torch.float16: ActFmt.FP16, torch.bfloat16: ActFmt.BF16, torch.float32: 
 def load_attention_head(layer: int = 3, head: int = 0, sentence: str = DEFAULT_SENTENCE) -> dict:
     """Layer ``layer``'s attention input for ``sentence``, projected to head ``head``'s q, k, v
     (float32 [T, d]), and the transformer's own attention output of that head ([T, d])."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import AutoModel, AutoTokenizer
-    path = model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
-    n_layers = len(model.encoder.layer)
-    if not 0 <= layer < n_layers:
-        raise ValueError(f"layer {layer} outside 0..{n_layers - 1}")
+    tokenizer, model = load_model(layer)
     heads = model.config.num_attention_heads
     if not 0 <= head < heads:
         raise ValueError(f"head {head} outside 0..{heads - 1}")
@@ -71,13 +62,7 @@ def load_attention_head(layer: int = 3, head: int = 0, sentence: str = DEFAULT_S
         seen["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
         seen["ctx"] = (output[0] if isinstance(output, tuple) else output).detach()
 
-    hook = att.register_forward_hook(capture, with_kwargs=True)
-    try:
-        enc = tokenizer(sentence, return_tensors="pt")
-        with torch.no_grad():
-            model(**enc)
-    finally:
-        hook.remove()
+    enc = forward_with_hook(tokenizer, model, sentence, att, capture, with_kwargs=True)
     h = seen["h"][0].float()
     cols = slice(head * d, (head + 1) * d)
     with torch.no_grad():

@@ -1,6 +1,7 @@
 """The fast RTL harness (``cosim/rtl_harness.py`` + ``cosim/harness/ndp_harness.cpp``) at the backend level.
 
-One small core is built once for the module (cached in ``build/harness``). The
+One small core is built once for the module (cached in ``build/harness``); the memory
+map is that of the cocotb full-chip bench (``cosim/benches/ndp_core.py``). The
 tests drive it exactly as the driver does - descriptor words in, completions
 out - and check results bit for bit against the golden model, the DRAM
 command counts against the core's own counters, host pass-through traffic
@@ -14,24 +15,16 @@ import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.benches.gemv_datapath import job_from_spec
+from ndpdimm.cosim.benches.ndp_core import (SRAM_IDX, SRAM_X, SRAM_Y, STAGE_IDX, STAGE_X, STAGE_Y,
+                                            WINDOW, _round, stage_gemv)
 from ndpdimm.cosim.gemv_job import EngineShape
-from ndpdimm.cosim.golden import elem_bits
-from ndpdimm.cosim import weight_layout
 from ndpdimm.cosim.rtl_harness import HarnessMismatch, RtlBackend, build_harness
-from ndpdimm.hw.descriptors import GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout
+from ndpdimm.hw.descriptors import Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.memory_port import Status
 from ndpdimm.hw.ndp_core import ndp_core_from_config
 from ndpdimm.hw.ndp_registers import register
 
 SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
-WINDOW = (1 << 20, 1 << 26)
-W_BASE = 1 << 21
-STAGE_X, STAGE_IDX, STAGE_Y = 1 << 23, (1 << 23) + (1 << 20), (1 << 23) + (2 << 20)
-SRAM_IDX, SRAM_X, SRAM_Y = 0, 4096, 8192
-
-
-def _round(n, k):
-    return -(-n // k) * k
 
 
 class Program:
@@ -59,32 +52,13 @@ class Program:
 
     def stage(self, backend, job):
         """Load W, X, the index list into DRAM; the GEMV program's words and the Y pitch."""
-        e = job.dtype.info.elem_bits // 8
-        backend.load(W_BASE, weight_layout.dram_image(job))
-        xb = elem_bits(job.X, job.dtype).numpy().astype(np.uint16 if e == 2 else np.uint8)
-        x_pitch = _round(job.X.shape[1] * e, 32)
-        img = bytearray(job.batch * x_pitch)
-        for b in range(job.batch):
-            row = xb[b].tobytes()
-            img[b * x_pitch:b * x_pitch + len(row)] = row
-        backend.load(STAGE_X, bytes(img))
-        n_idx = 0 if job.idx is None else len(job.idx)
-        if n_idx:
-            backend.load(STAGE_IDX, weight_layout.index_bytes(job.idx))
-        y_pitch = _round(job.n_out * 4, 32)
-        op = {"dense": GemvOp.DENSE, "row_gather": GemvOp.ROW_GATHER,
-              "col_gather": GemvOp.COL_GATHER}[job.op]
-        words = [self.dma(0, STAGE_X, SRAM_X, _round(len(img), 64))]
-        if n_idx:
-            words.append(self.dma(0, STAGE_IDX, SRAM_IDX, _round(4 * n_idx, 64)))
-        words.append(self.word(self.gemv, {
-            "opcode": Opcode.GEMV, "op": op, "dtype": int(job.dtype),
-            "batch_minus_one": job.batch - 1, "accumulate": 0, "w_base": W_BASE,
-            "n_rows": job.W.shape[0], "n_cols": job.W.shape[1], "idx_addr": SRAM_IDX,
-            "n_idx": n_idx, "x_addr": SRAM_X, "x_pitch": x_pitch, "y_addr": SRAM_Y,
-            "y_pitch": y_pitch}))
-        words.append(self.dma(1, STAGE_Y, SRAM_Y, _round(job.batch * y_pitch, 64)))
-        return words, y_pitch
+        f, x_bytes, idx_bytes, y_bytes = stage_gemv(backend.load, job)
+        words = [self.dma(0, STAGE_X, SRAM_X, _round(x_bytes, 64))]
+        if idx_bytes:
+            words.append(self.dma(0, STAGE_IDX, SRAM_IDX, _round(idx_bytes, 64)))
+        words.append(self.word(self.gemv, f))
+        words.append(self.dma(1, STAGE_Y, SRAM_Y, _round(y_bytes, 64)))
+        return words, f["y_pitch"]
 
     @staticmethod
     def results(backend, job, y_pitch):

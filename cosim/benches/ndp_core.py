@@ -54,7 +54,7 @@ from ndpdimm.hw.memory_port import Status
 from ndpdimm.hw.ndp_core import ndp_core_from_config
 from ndpdimm.hw.ndp_registers import register
 
-__all__ = ["NdpCoreTB"]
+__all__ = ["NdpCoreTB", "stage_gemv"]
 
 WINDOW = (1 << 20, 1 << 26)
 W_BASE = 1 << 21
@@ -64,6 +64,32 @@ SRAM_IDX, SRAM_X, SRAM_Y = 0, 4096, 8192
 
 def _round(n, k):
     return -(-n // k) * k
+
+
+def stage_gemv(load, job):
+    """Load (``load(addr, bytes)``) a ``GemvJob``'s weights, X and index list into DRAM at the
+    bench's staging addresses; returns the GEMV descriptor fields (SRAM operands at ``SRAM_*``)
+    and the bytes of X, the index list and Y."""
+    e = job.dtype.info.elem_bits // 8
+    load(W_BASE, weight_layout.dram_image(job))
+    xb = elem_bits(job.X, job.dtype).numpy().astype(np.uint16 if e == 2 else np.uint8)
+    x_pitch = _round(job.X.shape[1] * e, 32)
+    img = bytearray(job.batch * x_pitch)
+    for b in range(job.batch):
+        row = xb[b].tobytes()
+        img[b * x_pitch:b * x_pitch + len(row)] = row
+    load(STAGE_X, bytes(img))
+    n_idx = 0 if job.idx is None else len(job.idx)
+    if n_idx:
+        load(STAGE_IDX, weight_layout.index_bytes(job.idx))
+    y_pitch = _round(job.n_out * 4, 32)
+    op = {"dense": GemvOp.DENSE, "row_gather": GemvOp.ROW_GATHER,
+          "col_gather": GemvOp.COL_GATHER}[job.op]
+    return {"opcode": Opcode.GEMV, "op": op, "dtype": int(job.dtype),
+            "batch_minus_one": job.batch - 1, "accumulate": 0, "w_base": W_BASE,
+            "n_rows": job.W.shape[0], "n_cols": job.W.shape[1], "idx_addr": SRAM_IDX,
+            "n_idx": n_idx, "x_addr": SRAM_X, "x_pitch": x_pitch, "y_addr": SRAM_Y,
+            "y_pitch": y_pitch}, len(img), n_idx * 4, job.batch * y_pitch
 
 
 class NdpCoreTB:
@@ -159,26 +185,7 @@ class NdpCoreTB:
     # ---- a GEMV program ---------------------------------------------------------------
     def stage(self, job):
         """Weights, X and the index list into DRAM; returns the GEMV descriptor fields."""
-        e = job.dtype.info.elem_bits // 8
-        self.model.load(W_BASE, weight_layout.dram_image(job))
-        xb = elem_bits(job.X, job.dtype).numpy().astype(np.uint16 if e == 2 else np.uint8)
-        x_pitch = _round(job.X.shape[1] * e, 32)
-        img = bytearray(job.batch * x_pitch)
-        for b in range(job.batch):
-            row = xb[b].tobytes()
-            img[b * x_pitch:b * x_pitch + len(row)] = row
-        self.model.load(STAGE_X, bytes(img))
-        n_idx = 0 if job.idx is None else len(job.idx)
-        if n_idx:
-            self.model.load(STAGE_IDX, weight_layout.index_bytes(job.idx))
-        y_pitch = _round(job.n_out * 4, 32)
-        op = {"dense": GemvOp.DENSE, "row_gather": GemvOp.ROW_GATHER,
-              "col_gather": GemvOp.COL_GATHER}[job.op]
-        return {"opcode": Opcode.GEMV, "op": op, "dtype": int(job.dtype),
-                "batch_minus_one": job.batch - 1, "accumulate": 0, "w_base": W_BASE,
-                "n_rows": job.W.shape[0], "n_cols": job.W.shape[1], "idx_addr": SRAM_IDX,
-                "n_idx": n_idx, "x_addr": SRAM_X, "x_pitch": x_pitch, "y_addr": SRAM_Y,
-                "y_pitch": y_pitch}, len(img), n_idx * 4, job.batch * y_pitch
+        return stage_gemv(self.model.load, job)
 
     async def gemv_program(self, job, fields=None, want=Status.OK):
         f, x_bytes, idx_bytes, y_bytes = self.stage(job)
