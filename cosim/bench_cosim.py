@@ -35,17 +35,15 @@ measures (a) and (b) for each, with the build time.
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
 from ndpdimm.cosim.backend import Backend, CoreConfig
+from ndpdimm.cosim.bench_gemv import bench_header
 from ndpdimm.hw.descriptors import Opcode
 
 __all__ = ["RecordingBackend", "workload", "run_bench", "main"]
@@ -267,11 +265,9 @@ def measure_model(config: CoreConfig, scale: int, rtl_records) -> dict:
 def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=None,
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
-    report = {"benchmark": "cosim", "command": " ".join(["ndpdimm"] + sys.argv[1:]) if
-              Path(sys.argv[0]).name == "ndpdimm" else " ".join(["python -m ndpdimm.cosim.bench_cosim"] + sys.argv[1:]),
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "git_commit": _git_commit(), "machine": {"cpu_count": os.cpu_count(),
-                                                        "python": platform.python_version()},
+    command = (" ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else
+               " ".join(["python -m ndpdimm.cosim.bench_cosim"] + sys.argv[1:]))
+    report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
                           "columns), row gather 25 % batch 1, column gather 25 % (256 outputs), "
                           "SiLU / multiply over 8192 FP16, softmax over 4096, with their DMAs",
@@ -331,14 +327,6 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
             if out:
                 _write(report, out)
     return report
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent).stdout.strip() or None
-    except OSError:
-        return None
 
 
 def _write(report, out):

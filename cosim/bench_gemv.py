@@ -32,7 +32,7 @@ from .gemv_cases import random_values
 from .gemv_job import EngineShape, GemvJob
 from .gemv_rtl import run_jobs
 
-__all__ = ["run_bench", "bench_header", "DIMM_DRAM_BYTES_PER_CYCLE"]
+__all__ = ["run_bench", "bench_header", "git_commit", "DIMM_DRAM_BYTES_PER_CYCLE"]
 
 #: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,
 #: derived from the DRAM configuration (hw/configs/ddr4-3200.toml).
@@ -40,9 +40,11 @@ DIMM_DRAM_BYTES_PER_CYCLE = round(peak_bandwidth_bytes_per_s(*load_dram_config()
 BATCHES = (1, 2, 4, 8, 16)
 
 
-def _git_commit():
+def git_commit():
+    """HEAD of the checkout this code runs from (None outside one)."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__)),
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -54,7 +56,7 @@ def bench_header(benchmark: str, command: str) -> dict:
         "benchmark": benchmark,
         "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
     }
 

@@ -53,12 +53,14 @@ import time
 import zlib
 from pathlib import Path
 
+from ndpdimm.hw.activation_unit import ActFmt, ActOp
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory_port import Status
 
 from .backend import CoreConfig
 from .arguments import positive_int
+from .bench_gemv import git_commit
 from .perf_model import COUNTER_NAMES, FITTED, PerfModel, PerfParams, calibration_path, config_key
 
 __all__ = ["point_sets", "point_fields", "expected_status", "run_points", "fit", "evaluate",
@@ -78,9 +80,8 @@ DMA_BASE = 1 << 24                    # DMA points
 IDLE_CYCLES = 4000
 
 FP16, BF16, INT8 = "fp16", "bf16", "int8"
-_ACT = {"pass": 0, "relu": 1, "silu": 2, "gelu": 3, "scale": 4, "exp": 5, "recip": 6, "add": 7,
-        "mul": 8, "max": 9, "sumexp": 10}
-_FMT = {"fp16": 0, "bf16": 1, "fp32": 2}
+_ACT = {o.name.lower(): int(o) for o in ActOp}
+_FMT = {f.name.lower(): int(f) for f in ActFmt}
 
 
 def _round(n, k):
@@ -671,14 +672,6 @@ def _speed(model: PerfModel, rows: list) -> dict:
                     "model's time for one descriptor_cycles call; min over points of >= 1000 cycles"}
 
 
-def _git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def _git_dirty():
     try:
         out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -735,7 +728,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
     record = {
         "what": "performance-model calibration against the RTL backend (cosim/calibrate.py)",
         "config": config.as_dict(), "config_key": config_key(config),
-        "git_commit": _git_commit(), "git_dirty": _git_dirty(),
+        "git_commit": git_commit(), "git_dirty": _git_dirty(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command or "ndpdimm calibrate",
         "rtl_measured": measured or "by this command",
