@@ -206,6 +206,63 @@ def _held_out_set():
     return pts
 
 
+# --- sequences: host traffic and refresh debt (several driver calls each) -----------------------
+
+#: ``POLICY`` register values (``hw/ndp_registers.py``).
+POLICIES = {"host_first": 0, "ndp_first": 1, "fair": 2}
+
+
+def _host_run(name, set_, pt, policy, interval, repeat=1):
+    return {"name": name, "set": set_, "kind": "host", "point": pt, "policy": policy,
+            "interval": interval, "repeat": repeat}
+
+
+def _debt_run(name, set_, first, gap, probe):
+    return {"name": name, "set": set_, "kind": "debt", "first": first, "gap": gap,
+            "probe": probe}
+
+
+def sequence_runs(config: CoreConfig = CoreConfig()) -> list:
+    """Multi-call runs that single points cannot show, each in the calibration or held-out set:
+
+    * ``host``: one descriptor alone, then again while the host reads and writes 64 B bursts
+      with ``interval`` idle cycles between them, under each ``POLICY``; measured: the
+      descriptor's cycles and the host latencies (calibration: a dense FP16 GEMV at intervals
+      50 and 400, six 16 KiB DMAs back to back at 30 and 150; held out: an INT8 row gather at
+      150 and six 12 KiB DMAs at 80);
+    * ``debt``: a 16 KiB DMA placed so that a refresh falls due inside it (the DMA keeps the
+      rank queues busy, so the ranks owe it), then ``gap`` idle cycles, then a 4 KiB DMA probe
+      whose cycles show the refresh it waits for.
+
+    Sized to fit the 16 KiB SRAM of the small configuration too.
+    """
+    dense = _gemv("host-dense-fp16-512x1024-b1", "dense", FP16, 512, 1024, 1)
+    gather = _gemv("host-rowg-int8-2048x512-400r-b1", "row_gather", INT8, 2048, 512, 1, 400)
+    dma = _dma("host-dma-in-12288", 12288)
+    dma_cal = _dma("host-dma-in-16384", 16384)
+    runs = []
+    for pol in POLICIES:
+        for interval in (50, 400):
+            runs.append(_host_run(f"host-{pol}-dense-every{interval}", "calibration", dense, pol,
+                                  interval))
+        for interval in (30, 150):
+            runs.append(_host_run(f"host-{pol}-dma16k-every{interval}", "calibration", dma_cal,
+                                  pol, interval, repeat=6))
+        runs.append(_host_run(f"host-{pol}-rowg-every150", "held_out", gather, pol, 150))
+        runs.append(_host_run(f"host-{pol}-dma-every80", "held_out", dma, pol, 80, repeat=6))
+    big = _dma("debt-dma-in-16384", 16384)
+    probe = _dma("debt-probe-4096", 4096)
+    for gap in (0, 150, 500):
+        runs.append(_debt_run(f"debt-gap{gap}", "calibration", big, gap, probe))
+    for gap in (60, 300):
+        runs.append(_debt_run(f"debt-gap{gap}", "held_out", big, gap, probe))
+    return [r for r in runs if all(fits(p, config) for p in _run_points(r))]
+
+
+def _run_points(run):
+    return [run["point"]] if run["kind"] == "host" else [run["first"], run["probe"]]
+
+
 def _sram_plan(pt, config):
     """SRAM addresses of a GEMV point: (idx_addr, x_addr, x_pitch, y_addr, y_pitch, end)."""
     dtype = Dtype.parse(pt["dtype"])
@@ -414,6 +471,65 @@ class _Runner:
                 "start_cycle": c.done_cycle - c.cycles, "rtl_counters": counters,
                 "rtl_wall_s": wall, "rtl_sim_cycles": sim}
 
+    def idle(self, n):
+        """Let the core idle ``n`` cycles (both backends)."""
+        if n > 0:
+            if hasattr(self.b, "run_cycles"):
+                self.b.run_cycles(n)
+            else:
+                self.b.run(max_cycles=n)
+
+    def sequence(self, run, submit_at=None):
+        """Run one :func:`sequence_runs` entry. ``submit_at``: the cycle at which to submit its
+        first measured descriptor (the model replays the RTL's timing with it); by default
+        after ``IDLE_CYCLES``, for a debt run at 300 cycles before a refresh boundary."""
+        b, cfg = self.b, self.config
+        for pt in _run_points(run):
+            self.stage(pt)
+        self.idle(IDLE_CYCLES)
+        trefi = round(cfg.dram()[1].tREFI * cfg.dram()[1].tCK_ns)
+        if submit_at is None and run["kind"] == "debt":
+            submit_at = b.cycle + (trefi - 300 - b.cycle) % trefi
+        if submit_at is not None:
+            if submit_at < b.cycle:
+                raise RuntimeError(f"{run['name']}: cannot submit at {submit_at}, already at {b.cycle}")
+            self.idle(submit_at - b.cycle)
+        out = {"name": run["name"], "set": run["set"], "spec": run, "submit_cycle": b.cycle}
+        if run["kind"] == "host":
+            # ``repeat`` copies of the descriptor back to back, alone and then with host traffic
+            n = run.get("repeat", 1)
+            fields = point_fields(run["point"], cfg)
+            b.submit([self.word(fields)[0] for _ in range(n)])
+            alone = b.run()
+            self.idle(IDLE_CYCLES)
+            out["alone_cycles"] = sum(c.cycles for c in alone)
+            b.csr_write("POLICY", POLICIES[run["policy"]])
+            b.submit([self.word(fields)[0] for _ in range(n)])
+            rng = random.Random(zlib.crc32(run["name"].encode()))
+            lat, comps, k = [], [], 0
+            while len(comps) < n:
+                addr = DMA_BASE + (rng.randrange(1 << 20) << 6)
+                c0 = b.cycle
+                b.host_access(addr, bool(k % 2), bytes(64) if k % 2 else b"")
+                lat.append((c0, b.cycle - c0))
+                k += 1
+                comps += b.run(max_cycles=run["interval"])
+            start = comps[0].done_cycle - comps[0].cycles
+            during = [t for c0, t in lat if start <= c0 < comps[-1].done_cycle]
+            b.csr_write("POLICY", POLICIES["fair"])
+            bad = [c for c in comps + alone if c.status != Status.OK]
+            out.update(status=(bad[0] if bad else comps[0]).status.name,
+                       cycles=sum(c.cycles for c in comps), start_cycle=start,
+                       host_latencies=during, host_accesses=len(during),
+                       mean_host_latency=sum(during) / len(during) if during else None)
+        else:
+            c1, *_ = self.run_one(point_fields(run["first"], cfg))
+            self.idle(run["gap"])
+            c2, *_ = self.run_one(point_fields(run["probe"], cfg))
+            out.update(status=c2.status.name, first_cycles=c1.cycles, cycles=c2.cycles,
+                       start_cycle=c2.done_cycle - c2.cycles)
+        return out
+
     def extras(self):
         """Dispatch gap (back-to-back ACT descriptors) and host pass-through latencies."""
         b = self.b
@@ -446,8 +562,15 @@ def _shard_worker(args):
         if with_extras:
             extras = r.extras()
         for pt in pts:
-            out.append(r.measure(pt))
+            out.append(r.sequence(pt) if "set" in pt else r.measure(pt))
     return out, extras
+
+
+def replay_sequence(model: PerfModel, config: CoreConfig, rec: dict) -> dict:
+    """The model backend's answer to one measured sequence, submitted at the RTL's cycle."""
+    from .model_backend import ModelBackend
+    b = ModelBackend(config, functional=False, perf=model)
+    return _Runner(b, config).sequence(rec["spec"], submit_at=rec["submit_cycle"])
 
 
 def run_points(config: CoreConfig, points: list, *, jobs: int = 1, progress: bool = True):
@@ -489,7 +612,9 @@ def run_points(config: CoreConfig, points: list, *, jobs: int = 1, progress: boo
 
 
 def _cost(pt, config):
-    """Rough RTL cycles of a point (for load balancing only)."""
+    """Rough RTL cycles of a point or sequence (for load balancing only)."""
+    if "set" in pt:
+        return sum(_cost(p, config) for p in _run_points(pt)) + IDLE_CYCLES + 8000
     return PerfModel(config).descriptor_cycles(point_fields(pt, config), expected_status(pt))
 
 
@@ -522,7 +647,7 @@ BOUNDS = {"complete": (0, 10), "block_reject": (0, 20), "gemv_fixed": (0, 200),
 
 
 def _predict(model, rec, use_start=True):
-    return model._cycles(rec["fields"], Status[rec["status"]],
+    return model._timed(rec["fields"], Status[rec["status"]],
                          rec["start_cycle"] if use_start else None)[0]
 
 
@@ -618,6 +743,94 @@ def measured_params(params: PerfParams, records: list, extras: dict | None) -> P
     return params.replace(**upd)
 
 
+def sequence_params(params: PerfParams, recs: list) -> PerfParams:
+    """Host latencies measured directly from the calibration ``host`` runs, per policy: the
+    mean latency of the accesses made while a GEMV ran (``host_busy_<policy>``, hundreds of
+    accesses), the median of those made while a DMA ran (``host_busy_dma_<policy>``: a few
+    accesses per run, and under ndp_first one can wait for the rest of the transfer, an
+    outlier a mean of so few would follow)."""
+    import statistics
+    upd = {}
+    for pol in POLICIES:
+        for prefix, kind, stat in (("host_busy", "gemv", statistics.fmean),
+                                   ("host_busy_dma", "dma", statistics.median)):
+            lat = [t for r in recs if r["spec"]["kind"] == "host" and r["spec"]["policy"] == pol
+                   and r["spec"]["point"]["kind"] == kind for t in r["host_latencies"]]
+            if lat:
+                upd[f"{prefix}_{pol}"] = float(stat(lat))
+    return params.replace(**upd)
+
+
+def _fit_replayed(config: CoreConfig, params: PerfParams, bounds: dict, runs: list,
+                  residuals) -> PerfParams:
+    """Least squares of the parameters in ``bounds`` (name -> (lo, hi)), each evaluation
+    replaying ``runs`` on the model backend; ``residuals(rtl_record, model_record)`` gives
+    each run's relative residuals."""
+    if not runs:
+        return params
+    import numpy as np
+    from scipy.optimize import least_squares
+    names = list(bounds)
+
+    def res(x):
+        model = PerfModel(config, params.replace(**dict(zip(names, map(float, x)))))
+        return np.array([e for r in runs
+                         for e in residuals(r, replay_sequence(model, config, r))])
+
+    lo = [bounds[n][0] for n in names]
+    hi = [bounds[n][1] for n in names]
+    x0 = np.clip([getattr(params, n) for n in names], lo, hi)
+    r = least_squares(res, x0, bounds=(lo, hi), diff_step=1e-2)
+    return params.replace(**dict(zip(names, map(float, r.x))))
+
+
+#: Host slowdown parameters fitted to the calibration GEMV host runs (replayed).
+HOST_FITTED = {**{f"host_slow_{p}": (0, 2000) for p in POLICIES}, "host_slow_span": (50, 2000)}
+
+
+def fit_host(config: CoreConfig, params: PerfParams, recs: list) -> PerfParams:
+    """Least squares of :data:`HOST_FITTED` to the descriptor cycles of the calibration host
+    runs over GEMVs, replayed on the model backend at the RTL's cycles; the residual is the
+    cycles the traffic added (model vs RTL, each against its own run of the descriptor alone)
+    over the RTL's cycles alone."""
+    runs = [r for r in recs if r["spec"]["kind"] == "host" and r["spec"]["point"]["kind"] == "gemv"]
+    return _fit_replayed(config, params, HOST_FITTED, runs, lambda r, m: [
+        ((m["cycles"] - m["alone_cycles"]) - (r["cycles"] - r["alone_cycles"])) / r["alone_cycles"]])
+
+
+#: Parameters fitted to the calibration ``debt`` runs (replayed on the model backend).
+DEBT_FITTED = {"refresh_idle": (300, 600), "refresh_lead": (0, 300), "dma_owed_slowdown": (0, 1)}
+
+
+def fit_debt(config: CoreConfig, params: PerfParams, recs: list) -> PerfParams:
+    """Least squares of :data:`DEBT_FITTED` to the calibration debt runs: the cycles of the
+    DMA a refresh falls due in, and of the probe after it."""
+    runs = [r for r in recs if r["spec"]["kind"] == "debt"]
+    return _fit_replayed(config, params, DEBT_FITTED, runs, lambda r, m: [
+        m["cycles"] / r["cycles"] - 1, m["first_cycles"] / r["first_cycles"] - 1])
+
+
+def evaluate_sequences(model: PerfModel, config: CoreConfig, recs: list) -> list:
+    """Per sequence: RTL vs model (replayed at the RTL's cycles) for the measured descriptor
+    (host runs; the probe of debt runs) and, for host runs, the mean host latency."""
+    out = []
+    for r in recs:
+        m = replay_sequence(model, config, r)
+        row = {**r, "model_cycles": m["cycles"],
+               "error_pct": 100.0 * (m["cycles"] - r["cycles"]) / r["cycles"]}
+        if r["spec"]["kind"] == "host":
+            row["model_mean_host_latency"] = m["mean_host_latency"]
+            row["model_host_accesses"] = m["host_accesses"]
+            if r["mean_host_latency"] and m["mean_host_latency"]:
+                row["host_latency_error_pct"] = 100.0 * (m["mean_host_latency"] /
+                                                         r["mean_host_latency"] - 1)
+        else:
+            row["model_first_cycles"] = m["first_cycles"]
+            row["first_error_pct"] = 100.0 * (m["first_cycles"] / r["first_cycles"] - 1)
+        out.append(row)
+    return out
+
+
 # --- evaluation ---------------------------------------------------------------------------
 
 def error_summary(rows: list, key="error_pct") -> dict:
@@ -688,25 +901,49 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
     t_start = time.perf_counter()
     if refit is not None:
         old = json.loads(Path(refit).read_text())
+        if old.get("config") != config.as_dict():
+            raise ValueError(f"{refit} holds RTL runs of {old.get('config_key', old.get('config'))}, "
+                             f"not of {config_key(config)}: give the same configuration options "
+                             "(--units, --max-batch, --sram-size, ...) as the run that made it")
         cal = [r for r in old["points"] if r["set"] == "calibration"]
         held = [r for r in old["points"] if r["set"] == "held_out"]
         extras = old.get("extras")
+        seq_recs = [{k: v for k, v in r.items() if not k.startswith("model_") and "error" not in k}
+                    for r in old.get("sequences", [])]
         measured = old.get("rtl_measured")
         if not isinstance(measured, dict):      # the file's RTL runs were made by its command
             measured = {k: old.get(k) for k in ("date", "command", "git_commit", "git_dirty")}
         log(f"refitting from {refit}: {len(cal)} calibration, {len(held)} held-out points")
     else:
         pts = sets["calibration"] + sets["held_out"]
+        seqs = sequence_runs(config)
         log(f"calibrating {config_key(config)}: {len(sets['calibration'])} calibration + "
-            f"{len(sets['held_out'])} held-out points on the RTL backend, {jobs} process(es)")
-        recs, extras = run_points(config, pts, jobs=jobs, progress=progress)
+            f"{len(sets['held_out'])} held-out points and {len(seqs)} sequences (host traffic, "
+            f"refresh debt) on the RTL backend, {jobs} process(es)")
+        recs, extras = run_points(config, pts + seqs, jobs=jobs, progress=progress)
         measured = None
         n_cal = len(sets["calibration"])
-        cal, held = recs[:n_cal], recs[n_cal:]
+        cal, held, seq_recs = recs[:n_cal], recs[n_cal:len(pts)], recs[len(pts):]
+        # the RTL runs are the expensive part: keep them before fitting (``--refit`` reads this)
+        raw = REPO / "build" / "calibration" / f"{config_key(config)}.rtl.json"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps({
+            "config": config.as_dict(), "config_key": config_key(config), "extras": extras,
+            "points": [{**r, "set": s} for s, rs in (("calibration", cal), ("held_out", held))
+                       for r in rs],
+            "sequences": seq_recs,
+            "rtl_measured": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"), "command": command or "ndpdimm calibrate",
+                "git_commit": git_commit(), "git_dirty": _git_dirty()}}) + "\n")
+        log(f"RTL runs saved to {raw} (`--refit` it if the fit fails)")
     params = measured_params(PerfParams(), cal, extras)
     params, bench_rows = fit_dram_bound(params)
     params = fit(config, cal, start=params)
+    seq_cal = [r for r in seq_recs if r["set"] == "calibration"]
+    params = fit_debt(config, sequence_params(params, seq_cal), seq_cal)
+    params = fit_host(config, params, seq_cal)
     model = PerfModel(config, params, source="calibration", calibrated=True)
+    seq_rows = evaluate_sequences(model, config, seq_recs)
     cal_rows = evaluate(model, cal)
     held_rows = evaluate(model, held)
     for r in cal_rows:
@@ -725,6 +962,14 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         "held_out_ok_ops": error_summary([r for r in held_rows if r["status"] == "OK"]),
         "bench_256_units": error_summary(bench_rows) if bench_rows else None,
     }
+    for set_ in ("calibration", "held_out"):
+        rows = [r for r in seq_rows if r["set"] == set_]
+        summary[f"sequences_{set_}_host_cycles"] = error_summary(
+            [r for r in rows if r["spec"]["kind"] == "host"])
+        summary[f"sequences_{set_}_host_latency"] = error_summary(
+            [r for r in rows if "host_latency_error_pct" in r], "host_latency_error_pct")
+        summary[f"sequences_{set_}_debt_probe"] = error_summary(
+            [r for r in rows if r["spec"]["kind"] == "debt"])
     record = {
         "what": "performance-model calibration against the RTL backend (cosim/calibrate.py)",
         "config": config.as_dict(), "config_key": config_key(config),
@@ -736,7 +981,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         "dram_bound_source": str(BENCH_256.relative_to(REPO)) if bench_rows else None,
         "summary": summary, "speed": _speed(model, held_rows + cal_rows),
         "extras": extras, "bench_256_units": bench_rows,
-        "points": cal_rows + held_rows,
+        "points": cal_rows + held_rows, "sequences": seq_rows,
         "wall_s": time.perf_counter() - t_start,
     }
     out = Path(out) if out is not None else calibration_path(config)
@@ -755,7 +1000,12 @@ def report(record: dict) -> str:
                        ("held_out_gemv", "held-out GEMV"),
                        ("held_out_gemv_and_act", "held-out GEMV + activation"),
                        ("held_out_act", "held-out activation"),
-                       ("held_out_dma", "held-out DMA"), ("bench_256_units", "256-unit bench")):
+                       ("held_out_dma", "held-out DMA"), ("bench_256_units", "256-unit bench"),
+                       ("sequences_calibration_host_cycles", "host traffic: cycles (cal)"),
+                       ("sequences_held_out_host_cycles", "host traffic: cycles"),
+                       ("sequences_held_out_host_latency", "host traffic: host latency"),
+                       ("sequences_calibration_debt_probe", "refresh debt: probe (cal)"),
+                       ("sequences_held_out_debt_probe", "refresh debt: probe")):
         v = s.get(key)
         if v and v.get("n"):
             lines.append(f"  {label:26s} {v['n']:3d} points: mean |error| {v['mean_abs_pct']:.2f} %, "

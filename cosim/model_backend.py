@@ -16,7 +16,13 @@ of the previous completion and the time ``run`` was called, and completes
 dispatch (so bytes it writes are visible to ``dump`` as soon as it has been
 dispatched, which only matters if ``run(max_cycles)`` stopped mid-descriptor).
 A host pass-through access takes ``host_access_cycles`` and lets descriptors
-run meanwhile (their completions are returned by the next ``run``).
+run meanwhile (their completions are returned by the next ``run``); while a
+descriptor that streams DRAM (GEMV, DMA) runs, it instead takes the
+``POLICY``-dependent contended latency and delays that descriptor
+(``PerfModel.host_contention``). Refreshes the ranks postponed during a
+DRAM-busy descriptor are carried to the next one (``RefreshDebt``): the
+ranks pay them back to back while idle, and a DRAM descriptor dispatched
+meanwhile waits for the refresh under way.
 
 ``functional=False`` only times descriptors: DMAs are still applied (they are
 byte copies, and index lists must be known to predict ``BAD_INDEX``), but GEMV
@@ -45,6 +51,7 @@ from ndpdimm.hw.ndp_registers import ID_VALUE, REGISTERS, register
 from .act_program import elem_bytes as act_elem_bytes
 from .backend import Backend, Completion, CoreConfig, check_word
 from .core_model import ACT_OPCODES, CoreModel
+from .perf_model import RefreshDebt
 
 __all__ = ["ModelBackend", "UnknownDataError", "PERF_COUNTERS"]
 
@@ -95,11 +102,17 @@ class _Ranges:
 
 
 class _Dispatched:
-    """The descriptor at the head of the queue once dispatched."""
+    """The descriptor at the head of the queue once dispatched (``timing``: the performance
+    model's :class:`~ndpdimm.cosim.perf_model.Timing`; ``cycles`` grows by host contention)."""
 
-    def __init__(self, fields, status, start, cycles, dram_bytes):
+    def __init__(self, fields, status, start, timing, dram_bytes):
         self.fields, self.status, self.start = fields, status, start
-        self.cycles, self.dram_bytes = cycles, dram_bytes
+        self.timing, self.dram_bytes = timing, dram_bytes
+        self.delay = 0.0                         # host contention so far (fractional cycles)
+
+    @property
+    def cycles(self):
+        return self.timing.cycles + round(self.delay)
 
     @property
     def done(self):
@@ -127,6 +140,8 @@ class ModelBackend(Backend):
             perf = PerfModel.for_config(config, perf_path)
         self.perf = perf
         self.core = CoreModel.from_config(config, window=(0, 0))
+        self._caps = core_caps(config.n_units, config.sram_size, self.org.ranks, config.max_batch,
+                               config.act_lanes) & _MASK64
         self._regs = {r.name: r.reset for r in REGISTERS if r.access == "rw"}
         self._staging = [0, 0, 0, 0]
         self._queue = deque()            # (word, cycle submitted) not yet completed; head may be dispatched
@@ -139,6 +154,8 @@ class ModelBackend(Backend):
         self._refreshed_to = 0
         self._trefi = self.timing.tREFI * self.timing.tCK_ns * NDP_CLOCK_HZ / 1e9
         self._counts = Counter()
+        self._debt = RefreshDebt()       # refreshes the ranks owe after a DRAM-busy descriptor
+        self._last_host = -(1 << 62)     # cycle of the last host access (contention spacing)
         self._unknown_sram, self._unknown_dram = _Ranges(), _Ranges()
 
     # --- the DIMM's DRAM -------------------------------------------------------------------
@@ -176,7 +193,17 @@ class ModelBackend(Backend):
             raise ValueError(f"a host write is {BURST_BYTES} bytes, got {len(data)}")
         if not write:
             self._known(addr, BURST_BYTES, "host read")
-        self._advance(self._cycle + self.perf.host_access_cycles(bool(write)))
+        self._advance(self._cycle)                  # dispatch what is due by now
+        head = self._head
+        spacing, self._last_host = self._cycle - self._last_host, self._cycle
+        if head is not None and head.timing.uses_dram and head.start <= self._cycle < head.done:
+            # the access contends with a descriptor streaming DRAM (POLICY arbitration)
+            latency, slowdown = self.perf.host_contention(self._regs["POLICY"], head.timing,
+                                                          spacing)
+            head.delay += slowdown
+        else:
+            latency = self.perf.host_access_cycles(bool(write))
+        self._advance(self._cycle + latency)
         if write:
             self.load(addr, data)
             return b""
@@ -195,19 +222,20 @@ class ModelBackend(Backend):
                 int(waiting >= self.config.cq_depth) << 33)
 
     def csr_read(self, name):
-        r = self._register(name)
-        c = self.config
-        values = {
-            "ID": ID_VALUE,
-            "CAPS": core_caps(c.n_units, c.sram_size, self.org.ranks, c.max_batch, c.act_lanes),
-            "STATUS": self._status_word(),
-            "CSR_ERRORS": self._counts["CSR_ERRORS"],
-            "CYCLES": self._cycle,
-            **{k: self._counts[k] for k in PERF_COUNTERS},
-        }
-        if r.name in self._regs:
-            return self._regs[r.name]
-        return values.get(r.name, 0) & _MASK64    # wo / w1 registers and CQ_* read 0
+        n = self._register(name).name
+        if n in self._regs:
+            return self._regs[n]
+        if n == "STATUS":
+            return self._status_word()
+        if n == "CYCLES":
+            return self._cycle & _MASK64
+        if n == "ID":
+            return ID_VALUE
+        if n == "CAPS":
+            return self._caps
+        if n == "CSR_ERRORS" or n in PERF_COUNTERS:
+            return self._counts[n] & _MASK64
+        return 0                                  # wo / w1 registers and CQ_* read 0
 
     def csr_write(self, name, value):
         r = self._register(name)
@@ -276,8 +304,11 @@ class ModelBackend(Backend):
             self._queue.popleft()
             self._head = None
             self._cycle = self._free_at = head.done
-            for k, v in self.perf.counters(f, head.status, head.start).items():
+            for k, v in self.perf.counters_of(f, head.status, head.cycles, head.timing.info,
+                                              head.start).items():
                 self._counts[k] += v
+            if head.timing.uses_dram:
+                self._debt = RefreshDebt(head.timing.debt.owed, head.done)
             self._refreshed_to = head.done
             self._done.append(Completion(id=f["id"], opcode=f["opcode"], status=head.status,
                                          cycles=head.cycles, dram_bytes=head.dram_bytes,
@@ -309,8 +340,8 @@ class ModelBackend(Backend):
         status = core.expected_status(f)
         if status == Status.OK:
             self._apply(f)
-        cycles = int(self.perf.descriptor_cycles(f, status, start))
-        return _Dispatched(f, status, start, cycles, core.completion_bytes(f, status))
+        timing = self.perf.descriptor_timing(f, status, start, self._debt)
+        return _Dispatched(f, status, start, timing, core.completion_bytes(f, status))
 
     def _apply(self, f):
         core, op = self.core, f["opcode"]

@@ -72,7 +72,7 @@ from .backend import CoreConfig
 
 __all__ = ["PerfParams", "PerfModel", "GemvShape", "gemv_shape", "config_key", "calibration_path",
            "CALIBRATION_DIR", "DEFAULT_CONFIG", "UncalibratedWarning", "UncalibratedError",
-           "COUNTER_NAMES", "FITTED", "act_op_codes"]
+           "COUNTER_NAMES", "FITTED", "act_op_codes", "RefreshDebt", "Timing", "POLICY_NAMES"]
 
 #: Where calibrated parameter files live (one JSON file per configuration).
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
@@ -93,6 +93,31 @@ _ISSUE_PER_CYCLE = 2         # weight streamer: request lanes
 _WINDOW = 32                 # weight accesses per group simulated before extrapolating
 _DRAM_BOUND = 0.9            # stream utilisation above which the rank queues never drain
                              # (refresh postponed up to max_postponed_refs)
+
+
+@dataclass(frozen=True)
+class RefreshDebt:
+    """Refreshes the ranks owe after a descriptor that kept their queues busy (all ranks
+    together, the core's ``aligned`` refresh mode), and the cycle from which they are free to
+    pay them (the descriptor's end)."""
+    owed: int = 0
+    since: float = 0.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One descriptor's prediction: ``cycles`` (``CQ_CYCLES``), the refresh ``debt`` it leaves
+    (``since`` relative to its dispatch until the caller knows its end), whether it streams
+    DRAM (``uses_dram``: host accesses then contend with it), the refresh boundaries inside
+    it (for ``DRAM_REFRESHES``), and for host contention whether it is a DMA and the fraction
+    of its time a GEMV's engine waits for weights (``stall``)."""
+    cycles: int
+    debt: RefreshDebt
+    uses_dram: bool
+    refreshes: float
+    dma: bool = False
+    stall: float = 0.0
+    info: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 class UncalibratedWarning(UserWarning):
@@ -150,6 +175,31 @@ class PerfParams:
     open_penalty: float = 5.0
     #: cycles a refresh costs a stream beyond tRFC (precharge, re-activation, latency).
     refresh_extra: float = 40.0
+    #: cycles per refresh when the ranks pay owed refreshes back to back with no traffic
+    #: (precharge, REF, tRFC; measured about 400 between REFs in the RTL).
+    refresh_idle: float = 400.0
+    #: cycles from a descriptor's dispatch until its first DRAM request reaches the ranks: a
+    #: refresh still running then delays it by what is left beyond this.
+    refresh_lead: float = 20.0
+
+    #: host contention, per ``POLICY`` (host_first, ndp_first, fair). A 64 B host access
+    #: during a GEMV delays it by ``host_slow_<policy> * w * min(1, spacing /
+    #: host_slow_span)``: ``w`` is the fraction of the GEMV's time its engine waits for
+    #: weights (a host access that closes a row the stream uses costs it a re-open only where
+    #: the stream is latency-bound), ``spacing`` the cycles since the previous host access
+    #: (dense host traffic saturates: the stream cannot lose more than one re-open per
+    #: ``host_slow_span`` cycles). DMAs (16 requests outstanding) were measured unaffected.
+    host_slow_host_first: float = 250.0
+    host_slow_ndp_first: float = 250.0
+    host_slow_fair: float = 250.0
+    host_slow_span: float = 250.0
+    #: host access latency while a GEMV / a DMA streams DRAM (mean over the calibration runs).
+    host_busy_host_first: float = 60.0
+    host_busy_ndp_first: float = 60.0
+    host_busy_fair: float = 60.0
+    host_busy_dma_host_first: float = 60.0
+    host_busy_dma_ndp_first: float = 60.0
+    host_busy_dma_fair: float = 60.0
 
     #: DMA DRAM -> SRAM: fixed cycles (dispatch, checks, first access latency, status).
     dma_fixed: float = 40.0
@@ -160,6 +210,10 @@ class PerfParams:
     dma_round_trip: float = 32.0
     #: DMA: cycles lost per 64 KiB span (8 rows opened).
     dma_open_penalty: float = 10.0
+    #: DMA: fraction by which the transfer slows once a refresh is owed (a rank that owes one
+    #: precharges its open banks whenever its queue is momentarily empty, so the stream keeps
+    #: reopening rows; the REF itself waits for the end of the transfer).
+    dma_owed_slowdown: float = 0.3
 
     #: ACT/SOFTMAX/ELTWISE: fixed cycles per descriptor (dispatch, checks, status).
     act_fixed: float = 6.0
@@ -191,6 +245,9 @@ class PerfParams:
             raise ValueError(f"unknown perf model parameters {sorted(unknown)}; known: {sorted(names)}")
         return cls(**{k: float(v) for k, v in d.items()})
 
+
+#: ``POLICY`` register values (``hw/dram_controller.py``; 3 behaves as fair).
+POLICY_NAMES = ("host_first", "ndp_first", "fair", "fair")
 
 #: Parameters fitted to CQ cycles by least squares (the rest are measured directly: the
 #: counter offsets, the gap, host latencies; or, for the DRAM-bound path that a 16-unit core
@@ -341,7 +398,60 @@ class PerfModel:
         """Predicted ``CQ_CYCLES`` of one descriptor (``fields`` decoded with its opcode's
         layout, ``status`` its completion code). ``start_cycle``: the cycle it is dispatched
         (counts the refreshes inside it exactly); ``None``: the expected refresh cost."""
-        return max(1, round(self._cycles(fields, Status(status), start_cycle)[0]))
+        return max(1, round(self._timed(fields, Status(status), start_cycle)[0]))
+
+    def descriptor_timing(self, fields: dict, status: Status, start_cycle: int,
+                          debt: RefreshDebt = RefreshDebt()) -> Timing:
+        """The prediction of one descriptor dispatched at ``start_cycle`` while the ranks owe
+        ``debt`` (see :meth:`refresh_wait` and :meth:`_with_refresh`): a descriptor that
+        streams DRAM first waits for a refresh under way, then pays or postpones the rest
+        with its own; one without DRAM traffic lets the ranks go on paying in the background.
+        The returned debt's ``since`` is relative to the dispatch (add the cycles)."""
+        t, info, debt_out, uses_dram = self._timed(fields, Status(status), start_cycle, debt)
+        cycles = max(1, round(t))
+        if not uses_dram:                        # no DRAM traffic: the debt is untouched
+            return Timing(cycles, debt, False, info.get("refreshes", 0.0), info=info)
+        return Timing(cycles, RefreshDebt(debt_out.owed, float(cycles)), True, info["refreshes"],
+                      dma=fields.get("opcode") == Opcode.DMA, stall=info.get("stall", 0.0),
+                      info=info)
+
+    def _timed(self, fields, status, start, debt=RefreshDebt(0, -math.inf)):
+        """(float cycles, details, debt at the end, streams DRAM) of one descriptor; the
+        default debt is that of a core idle since long before ``start``."""
+        if start is None:
+            t, info = self._cycles(fields, status, None)
+            return t, info, RefreshDebt(), info.get("regime") is not None
+        debt = self._idle_refresh(debt, start)
+        wait, owed = self.refresh_wait(debt, start)
+        t, info = self._cycles(fields, status, start + wait, owed)
+        if info.get("regime") is None:
+            return t, info, debt, False
+        return t + wait, info, RefreshDebt(info["owed"], t + wait), True
+
+    def _idle_refresh(self, debt: RefreshDebt, start: float) -> RefreshDebt:
+        """``debt`` plus the refresh that fell due while the ranks had no traffic (after
+        ``debt.since``, by the time the descriptor's first request arrives): the ranks issued it
+        at once, after any owed ones, and a descriptor arriving during it waits."""
+        arrive = start + self.params.refresh_lead
+        b = math.floor(arrive / self._trefi) * self._trefi
+        if b <= 0 or b < debt.since:                 # the first refresh falls due at tREFI
+            return debt
+        if debt.owed <= 0:
+            return RefreshDebt(1, b)
+        return RefreshDebt(debt.owed + 1, debt.since)
+
+    def host_contention(self, policy: int, timing: Timing, spacing: float) -> tuple[int, float]:
+        """(latency of one host access, cycles it adds to the descriptor) while the descriptor
+        predicted as ``timing`` streams DRAM, under arbitration ``policy`` (the ``POLICY``
+        register), ``spacing`` cycles after the previous host access (see
+        :class:`PerfParams`)."""
+        name = POLICY_NAMES[policy & 3]
+        p = self.params
+        if timing.dma:
+            return max(1, round(getattr(p, f"host_busy_dma_{name}"))), 0
+        span = max(p.host_slow_span, 1.0)
+        slow = getattr(p, f"host_slow_{name}") * timing.stall * min(1.0, spacing / span)
+        return max(1, round(getattr(p, f"host_busy_{name}"))), max(0.0, slow)
 
     def dispatch_gap(self) -> int:
         """Cycles between a completion and the next dispatch when the queue is not empty."""
@@ -355,13 +465,19 @@ class PerfModel:
         """Increments of :data:`COUNTER_NAMES` caused by one descriptor."""
         status = Status(status)
         cycles, info = self._cycles(fields, status, start_cycle)
+        return self.counters_of(fields, status, cycles, info, start_cycle)
+
+    def counters_of(self, fields: dict, status: Status, cycles: float, info: dict,
+                    start_cycle: int | None = None) -> dict:
+        """:meth:`counters` from a prediction already made (``cycles`` and ``info``, e.g. a
+        :class:`Timing`'s, with any host-contention delay added)."""
         p = self.params
         out = dict.fromkeys(COUNTER_NAMES, 0)
         op = fields.get("opcode")
         # refresh boundaries inside the descriptor, whether or not they cost it anything
         refreshes = info.get("refreshes")
         if refreshes is None:
-            refreshes = self._refreshes(start_cycle, cycles, False)
+            refreshes = self._refreshes(start_cycle, cycles)
         out["DRAM_REFRESHES"] = round(refreshes * self.org.ranks)
         if status != Status.OK:
             if op == Opcode.DMA and status != Status.DRAM_RANGE:
@@ -386,16 +502,18 @@ class PerfModel:
         return out
 
     # --- the model ----------------------------------------------------------------------
-    def _cycles(self, fields, status, start):
-        """(cycles as a float, details) of one descriptor."""
+    def _cycles(self, fields, status, start, owed=0):
+        """(cycles as a float, details) of one descriptor that starts with ``owed`` refreshes
+        owed (details of a GEMV / DMA: ``regime`` - None without DRAM traffic - and ``owed``
+        at its end)."""
         p = self.params
         op = fields.get("opcode")
         if status != Status.OK:
             return self._rejected(op, fields, status), {}
         if op == Opcode.GEMV:
-            return self._gemv(fields, start)
+            return self._gemv(fields, start, owed)
         if op == Opcode.DMA:
-            return self._dma(fields, start)
+            return self._dma(fields, start, owed)
         if op in (Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE):
             return self._act(op, fields), {}
         return p.complete, {}                          # FENCE (or anything completing at once)
@@ -410,27 +528,58 @@ class PerfModel:
             return p.complete + p.block_reject
         return p.complete
 
-    def _refreshes(self, start, duration, postponed: bool):
-        """Refresh events (all ranks together) inside ``[start, start + duration)``."""
+    def _refreshes(self, start, duration):
+        """Refresh boundaries (all ranks together) inside ``[start, start + duration)``; the
+        expected number when ``start`` is None."""
         if duration <= 0:
             return 0.0
         if start is None:
-            n = duration / self._trefi
-        else:
-            n = float(math.floor((start + duration) / self._trefi) - math.floor(start / self._trefi))
-        if postponed:       # the rank queues never drain: REF waits until max_postponed are owed
-            n = max(0.0, n - self._postponed)
-        return n
+            return duration / self._trefi
+        return float(math.floor((start + duration) / self._trefi) - math.floor(start / self._trefi))
 
-    def _with_refresh(self, base, start, loss_per, postponed):
-        """Duration after adding the refreshes that fall inside it (two fixed-point passes)."""
-        if loss_per <= 0:
-            return base, self._refreshes(start, base, postponed)
+    def _with_refresh(self, base, start, loss_per, regime, owed=0):
+        """(duration, refreshes paid inside, refreshes owed at the end) of an operation of
+        ``base`` cycles without refresh that starts owing ``owed``. How the ranks treat a due
+        refresh depends on their queues (``RankScheduler``: REF when the queue is empty or
+        ``max_postponed_refs`` are owed):
+
+        * ``prompt``: the queues empty often: every refresh (the owed ones at once) is paid
+          when due, each costing ``loss_per`` (every GEMV that is not DRAM-bound; see
+          docs/perf_model.md for the latency-bound streams where the RTL postpones instead);
+        * ``hold``: the queues never empty (DRAM-bound GEMV, DMA): past ``max_postponed_refs``
+          one refresh per interval is paid, the rest stay owed.
+
+        Without ``start`` the expected number of boundaries is used and nothing is owed."""
+        cap = self._postponed
         t = base
-        for _ in range(3):
-            n = self._refreshes(start, t, postponed)
-            t = base + n * loss_per
-        return t, n
+        for _ in range(3):                            # fixed point: refreshes lengthen t
+            n = self._refreshes(start, t)
+            total = owed + n
+            if start is None:
+                paid = max(0.0, n - cap) if regime == "hold" else n
+            elif regime == "prompt":
+                paid = total
+            else:
+                paid = max(0.0, total - cap)
+            t = base + paid * loss_per
+        owed_out = 0 if start is None else int(total - paid)
+        return t, paid, owed_out
+
+    def refresh_wait(self, debt: RefreshDebt, start: float) -> tuple[float, int]:
+        """(cycles a DRAM descriptor dispatched at ``start`` waits for the refresh in progress,
+        refreshes still owed after it): from ``debt.since`` the idle ranks pay their debt back
+        to back, ``refresh_idle`` cycles each; the descriptor's first request arrives
+        ``refresh_lead`` cycles after dispatch and then only waits for the REF under way (with
+        fewer than ``max_postponed_refs`` owed, a rank with queued requests serves them)."""
+        if debt.owed <= 0:
+            return 0.0, 0
+        R = max(self.params.refresh_idle, 1.0)
+        arrive = start + self.params.refresh_lead
+        elapsed = max(0.0, arrive - debt.since)
+        k = int(elapsed // R)
+        if k >= debt.owed:
+            return 0.0, 0
+        return (k + 1) * R - elapsed, debt.owed - k - 1
 
     # GEMV ------------------------------------------------------------------------------
     def _accesses(self, g: GemvShape, fields):
@@ -535,7 +684,7 @@ class PerfModel:
         period = (ends[1] - ends[0] if len(ends) > 1 else ends[0]) + extra
         return total, period
 
-    def _gemv(self, fields, start):
+    def _gemv(self, fields, start, owed=0):
         p, c = self.params, self.config
         g = gemv_shape(fields, c.n_units)
         B, S = g.batch, g.steps
@@ -543,7 +692,7 @@ class PerfModel:
         BP = B * P
         wb = 2 if fields.get("accumulate") else 1               # writer cycles per result beat
         prescan = -(-fields["n_idx"] // 8) if g.gather else 0
-        info = {"shape": g, "misses": 0.0, "refreshes": 0.0}
+        info = {"shape": g, "misses": 0.0, "refreshes": 0.0, "owed": owed, "regime": None}
         if g.n_out == 0:
             return p.complete + p.block_reject + prescan, info
         turn = max(D, L + 3) - P
@@ -552,6 +701,7 @@ class PerfModel:
         # the last group drains only its own outputs
         short = wb * (beats_full * g.groups - g.result_beats)
         opens_total, ring, X_hit = 0.0, self._ring_chunks, p.mem_latency
+        pure = g.groups * S * BP                                 # the engine's slots alone
         if S and g.bursts:
             n, beats, bursts, opens, ring, spans = self._accesses(g, fields)
             stride = (fields["n_rows"] / max(g.steps, 1) if g.axpy else fields["n_rows"]) * \
@@ -566,6 +716,7 @@ class PerfModel:
         else:
             compute_path = g.groups * (S * BP + drain)
         compute_path -= short
+        info["stall"] = max(0.0, 1.0 - pure / compute_path) if compute_path > 0 else 0.0
         # DRAM path: every burst at the sustained rate, plus a penalty per row-opening access
         rate = self._burst_rate * p.stream_efficiency
         stream_path = g.bursts / rate + opens_total * p.open_penalty + drain
@@ -573,20 +724,23 @@ class PerfModel:
         base = p.gemv_fixed + prescan + max(compute_path, stream_path)
         dram_bound = util >= _DRAM_BOUND
         if dram_bound:
-            loss = self._trfc + p.refresh_extra
+            loss, regime = self._trfc + p.refresh_extra, "hold"
         else:
             cover = (ring * (1 if g.axpy else 4) - 1) * BP if g.bursts else float("inf")
             loss = max(0.0, self._trfc + p.refresh_extra + X_hit - cover)
-        t, n_ref = self._with_refresh(base, start, loss, dram_bound)
-        info["refreshes"] = n_ref
+            regime = "prompt"
+        if not g.bursts:
+            regime = None
+        t, n_ref, info["owed"] = self._with_refresh(base, start, loss, regime or "prompt", owed)
+        info["refreshes"], info["regime"] = n_ref, regime
         info["misses"] += n_ref * self._pairs                    # a refresh closes the open rows
         return t, info
 
     # DMA -------------------------------------------------------------------------------
-    def _dma(self, fields, start):
+    def _dma(self, fields, start, owed=0):
         p = self.params
         n = fields["n_bytes"] // _BURST
-        info = {"misses": 0.0, "refreshes": 0.0}
+        info = {"misses": 0.0, "refreshes": 0.0, "owed": owed, "regime": None}
         if n == 0:
             return p.complete + p.block_reject, info
         off = (fields["dram"] // _BURST) % self._block
@@ -595,10 +749,15 @@ class PerfModel:
         per = max(self._words_per_burst, p.dma_round_trip / _DMA_OUTSTANDING)
         fixed = p.dma_write_fixed if fields.get("to_dram") else p.dma_fixed
         base = fixed + n * per + blocks * p.dma_open_penalty
+        if start is not None:
+            # the part of the transfer after a refresh falls due (all of it if one is owed)
+            due = start if owed else (math.floor(start / self._trefi) + 1) * self._trefi
+            base += max(0.0, min(start + base - due, n * per)) * p.dma_owed_slowdown
         # a DMA keeps its ranks' queues busy: a refresh that falls due waits for the end of the
         # transfer (up to max_postponed_refs of them), so it costs the next descriptor's idle gap
-        t, r = self._with_refresh(base, start, self._trfc + p.refresh_extra, True)
-        info["refreshes"] = r
+        t, r, info["owed"] = self._with_refresh(base, start, self._trfc + p.refresh_extra, "hold",
+                                                owed)
+        info["refreshes"], info["regime"] = r, "hold"
         info["misses"] += r * self._pairs
         return t, info
 

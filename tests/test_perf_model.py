@@ -14,7 +14,7 @@ import pytest
 
 from ndpdimm.cosim import calibrate
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.perf_model import (COUNTER_NAMES, FITTED, PerfModel, PerfParams,
+from ndpdimm.cosim.perf_model import (COUNTER_NAMES, FITTED, PerfModel, PerfParams, RefreshDebt,
                                       UncalibratedError, UncalibratedWarning, calibration_path,
                                       config_key, load_calibration)
 from ndpdimm.hw.activation_unit import BINARY_OPS, REDUCTION_OPS
@@ -197,6 +197,84 @@ def test_refresh_from_the_start_cycle(model):
     assert model.counters(f, Status.OK, start_cycle=100)["DRAM_REFRESHES"] == 0
 
 
+def test_refresh_debt_of_a_dma():
+    """A DMA keeps the rank queues busy: a refresh falling due inside it is owed at its end and
+    slows the rest of the transfer; the ranks then pay it while idle, so a DRAM descriptor
+    dispatched right after waits for what is left of it and one dispatched later does not."""
+    p = PerfParams(refresh_idle=400, refresh_lead=20, dma_owed_slowdown=0.3)
+    m = PerfModel(DEFAULT, p)
+    trefi = 7800
+    clean = m.descriptor_timing(dma(32768), Status.OK, 100)
+    assert clean.debt.owed == 0 and clean.uses_dram
+    hit = m.descriptor_timing(dma(32768), Status.OK, trefi - 300)
+    assert hit.debt.owed == 1 and hit.cycles > clean.cycles + 100       # slowed once owed
+    end = trefi - 300 + hit.cycles
+    debt = RefreshDebt(hit.debt.owed, end)
+    probe = dma(4096)
+    alone = m.descriptor_timing(probe, Status.OK, end + 5000).cycles
+    right_after = m.descriptor_timing(probe, Status.OK, end + 1, debt)
+    assert right_after.cycles == alone + round(400 - 20 - 1)
+    assert right_after.debt.owed == 0
+    assert m.descriptor_timing(probe, Status.OK, end + 200, debt).cycles == alone + 180
+    assert m.descriptor_timing(probe, Status.OK, end + 450, debt).cycles == alone
+    # an activation does not touch DRAM: the debt is left for the ranks to pay meanwhile
+    a = m.descriptor_timing(act(), Status.OK, end + 1, debt)
+    assert not a.uses_dram and a.debt == debt and a.cycles == m.descriptor_cycles(act(), Status.OK)
+    # owed refreshes saturate at max_postponed_refs (8): beyond it the DMA pays them
+    assert m.refresh_wait(RefreshDebt(3, 0.0), 0.0) == (400 - 20, 2)
+    assert m.refresh_wait(RefreshDebt(3, 0.0), 2000.0) == (0.0, 0)
+
+
+def test_host_contention_by_policy():
+    """A host access delays a GEMV by slow * stall * min(1, spacing / span); DMAs only see the
+    latency; the reserved POLICY code 3 behaves as fair."""
+    p = PerfParams(host_busy_host_first=50, host_busy_ndp_first=90, host_busy_fair=70,
+                   host_busy_dma_host_first=40, host_busy_dma_ndp_first=400,
+                   host_busy_dma_fair=45, host_slow_host_first=400, host_slow_ndp_first=100,
+                   host_slow_fair=200, host_slow_span=300)
+    m = PerfModel(DEFAULT, p)
+    g = m.descriptor_timing(gemv(rows=512, cols=1024), Status.OK, 100)
+    assert g.uses_dram and not g.dma and 0 < g.stall < 1
+    assert m.host_contention(0, g, 1000) == (50, pytest.approx(400 * g.stall))
+    assert m.host_contention(0, g, 150) == (50, pytest.approx(400 * g.stall / 2))
+    assert m.host_contention(1, g, 1000) == (90, pytest.approx(100 * g.stall))
+    assert m.host_contention(3, g, 1000) == m.host_contention(2, g, 1000)
+    d = m.descriptor_timing(dma(65536), Status.OK, 100)
+    assert d.dma and m.host_contention(1, d, 1000) == (400, 0.0)
+    # a compute-bound GEMV (batch 8) barely waits for weights: little to lose
+    busy = m.descriptor_timing(gemv(rows=512, cols=1024, batch=8), Status.OK, 100)
+    assert busy.stall < g.stall / 4
+
+
+def test_sequence_runs_split_and_fit():
+    runs = calibrate.sequence_runs(DEFAULT)
+    names = [r["name"] for r in runs]
+    assert len(names) == len(set(names))
+    cal = {r["name"] for r in runs if r["set"] == "calibration"}
+    held = [r for r in runs if r["set"] == "held_out"]
+    assert cal and held
+    # host traffic: every policy in both sets; held-out runs use shapes and intervals the
+    # calibration runs do not
+    for kind in ("host", "debt"):
+        assert {r["set"] for r in runs if r["kind"] == kind} == \
+            {"calibration", "held_out"}
+    cal_host = [r for r in runs if r["kind"] == "host" and r["set"] == "calibration"]
+    for r in held:
+        if r["kind"] == "host":
+            same_kind = [c for c in cal_host if c["point"]["kind"] == r["point"]["kind"]]
+            assert same_kind
+            assert r["point"]["name"] not in {c["point"]["name"] for c in cal_host}
+            assert r["interval"] not in {c["interval"] for c in same_kind}
+    # host latencies are measured: the mean while a GEMV ran, the median while a DMA ran
+    recs = [{"spec": {"kind": "host", "policy": "fair", "point": {"kind": "gemv"}},
+             "host_latencies": [60, 70, 80, 90]},
+            {"spec": {"kind": "host", "policy": "fair", "point": {"kind": "dma"}},
+             "host_latencies": [100, 40, 500]}]
+    got = calibrate.sequence_params(PerfParams(), recs)
+    assert got.host_busy_fair == 75 and got.host_busy_dma_fair == 100     # DMA: the median
+    assert got.host_busy_ndp_first == PerfParams().host_busy_ndp_first
+
+
 def test_dispatch_gap_and_host_latency(model):
     assert 0 <= model.dispatch_gap() <= 4
     assert 20 <= model.host_access_cycles(False) <= 200
@@ -260,6 +338,13 @@ def test_current_model_reproduces_the_committed_predictions(config):
     for p in record["points"]:
         got = m.descriptor_cycles(p["fields"], Status[p["status"]], p["start_cycle"])
         assert got == p["model_cycles"], p["name"]
+    # the multi-call sequences (host traffic, refresh debt), replayed on the model backend
+    assert record["sequences"], "the calibration has no host-traffic / refresh-debt sequences"
+    for r in record["sequences"]:
+        got = calibrate.replay_sequence(m, config, r)
+        assert got["cycles"] == r["model_cycles"], r["name"]
+        if r["spec"]["kind"] == "host":
+            assert got["mean_host_latency"] == r["model_mean_host_latency"], r["name"]
 
 
 @pytest.mark.sim
@@ -297,3 +382,53 @@ def test_calibration_record_is_json_round_trippable(tmp_path):
                     "rtl_counters", "rtl_wall_s", "rtl_sim_cycles"):
             assert key in p
     json.loads(json.dumps(record))
+
+
+def test_model_backend_replays_host_traffic_and_refresh_debt():
+    """The model backend applies the contention and debt rules inside driver-level programs
+    (the calibration's sequences, run on ``ModelBackend`` as on the RTL)."""
+    from ndpdimm.cosim.model_backend import ModelBackend
+    p = PerfModel.for_config(DEFAULT).params.replace(
+        host_busy_host_first=50, host_busy_ndp_first=90, host_busy_fair=70,
+        host_busy_dma_host_first=40, host_busy_dma_ndp_first=400, host_busy_dma_fair=45,
+        host_slow_host_first=400, host_slow_ndp_first=100, host_slow_fair=200,
+        host_slow_span=300, refresh_idle=400, refresh_lead=20)
+    m = PerfModel(DEFAULT, p)
+    runs = {r["name"]: r for r in calibrate.sequence_runs(DEFAULT)}
+    slow = {"host_first": 400, "ndp_first": 100, "fair": 200}
+    busy = {"host_first": 50, "ndp_first": 90, "fair": 70}
+    for pol in ("host_first", "ndp_first", "fair"):
+        for interval in (50, 400):
+            b = ModelBackend(DEFAULT, functional=False, perf=m)
+            rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dense-every{interval}"])
+            assert rec["status"] == "OK" and rec["host_accesses"] > 10
+            assert set(rec["host_latencies"]) == {busy[pol]}
+            # accesses come every latency + interval cycles (the first one: a full span)
+            stall = m.descriptor_timing(
+                calibrate.point_fields(runs[f"host-{pol}-dense-every{interval}"]["point"], DEFAULT),
+                Status.OK, 0).stall
+            per = slow[pol] * stall * min(1.0, (busy[pol] + interval) / 300)
+            added = rec["cycles"] - rec["alone_cycles"]
+            assert added == pytest.approx(per * rec["host_accesses"], abs=per + 1)
+            assert b.csr_read("POLICY") == 2                   # the run restores fair
+        b = ModelBackend(DEFAULT, functional=False, perf=m)
+        rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dma-every80"])
+        assert rec["cycles"] == rec["alone_cycles"]            # DMAs: latency only
+    # debt: the probe right after the big DMA waits for the refresh under way, later ones less
+    probes = {}
+    for gap in (0, 150, 500):
+        b = ModelBackend(DEFAULT, functional=False, perf=m)
+        rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"debt-gap{gap}"])
+        probes[gap] = rec["cycles"]
+    assert probes[0] > probes[150] > probes[500]
+    assert probes[0] - probes[150] == pytest.approx(150, abs=2)
+
+
+def test_refit_refuses_a_file_of_another_configuration(tmp_path):
+    path = calibration_path(DEFAULT)
+    if not path.exists():
+        pytest.skip(f"no calibration file {path}")
+    out = tmp_path / "out.json"
+    with pytest.raises(ValueError, match="not of u8-b4"):
+        calibrate.calibrate(SMALL, refit=path, out=out, log=lambda *a: None)
+    assert not out.exists()
