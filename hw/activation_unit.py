@@ -75,7 +75,7 @@ __all__ = [
     "PiecewiseQuadratic", "EXP2_TABLE", "RECIP_TABLE", "GELU_Q_TABLE",
     "K_LOG2E", "K_HALF_LOG2E", "ONE_F32", "NEG_INF_F32", "LATENCY",
     "fp32_mul", "exp2_unit", "recip_unit", "gelu_q_unit", "decode_fp32", "encode_fp32",
-    "ActivationUnit",
+    "ActivationLane", "ActivationUnit",
 ]
 
 
@@ -418,6 +418,125 @@ def _reduce_node(m, add_mod, a, b, is_max, name):
 
 # ------------------------------------------------------------------ the component
 
+class ActivationLane(wiring.Component):
+    """One lane of :class:`ActivationUnit`'s element pipeline (stages 1-6), a submodule so
+    that the unit's lanes are one module instantiated ``lanes`` times (synthesis handles
+    each once; ``synth/``).
+
+    ``a`` / ``b`` are the raw lane words of the input beat, decoded from ``in_fmt``; ``opN``
+    / ``c1`` / ``k1`` / ``k3`` are the op code and constants of the beat at stage N, from the
+    unit's control pipeline. Every register advances when ``adv`` is high; ``y`` is the stage-6
+    register (the element result in binary32, before the output encode).
+    """
+    adv: In(1)
+    a: In(32)
+    b: In(32)
+    in_fmt: In(2)
+    op1: In(4)
+    op2: In(4)
+    op3: In(4)
+    op4: In(4)
+    op5: In(4)
+    c1: In(32)
+    k1: In(32)
+    k3: In(32)
+    y: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        one = Const(ONE_F32, 32)
+
+        def op_in(op, *ops):
+            return Cat(*(op == o for o in ops)).any()
+
+        def reg(stage, what):
+            return Signal(32, name=f"s{stage}_{what}")
+
+        # stage 1: decode
+        s1_xa, s1_xb = reg(1, "xa"), reg(1, "xb")
+        dec_a = decode_fp32(m, self.a, self.in_fmt, name="deca")
+        dec_b = decode_fp32(m, self.b, self.in_fmt, name="decb")
+        # stage 2: pre-op (one adder, one multiplier)
+        op2 = self.op1
+        add2 = m.submodules.add2 = Fp32Adder()
+        m.d.comb += [add2.a.eq(s1_xa),
+                     add2.b.eq(Mux(op_in(op2, ActOp.EXP, ActOp.SUMEXP),
+                                   self.c1 ^ (1 << 31), s1_xb))]
+        mul2 = fp32_mul(m, s1_xa,
+                        Mux(op2 == ActOp.MUL, s1_xb, Mux(op2 == ActOp.SCALE, self.k1, s1_xa)),
+                        name="mul2")
+        d2 = Signal(32, name="d2")
+        with m.Switch(op2):
+            with m.Case(ActOp.EXP, ActOp.SUMEXP, ActOp.ADD):
+                m.d.comb += d2.eq(add2.sum)
+            with m.Case(ActOp.MUL, ActOp.SCALE):
+                m.d.comb += d2.eq(mul2)
+            with m.Case(ActOp.GELU):
+                m.d.comb += d2.eq(mul2 ^ (1 << 31))
+            with m.Case(ActOp.SILU):
+                m.d.comb += d2.eq(s1_xa ^ (1 << 31))
+            with m.Case(ActOp.RELU):
+                is_nan = (s1_xa[23:31] == 0xFF) & s1_xa[:23].any()
+                m.d.comb += d2.eq(Mux(s1_xa[31] & ~is_nan, 0, s1_xa))
+            with m.Default():
+                m.d.comb += d2.eq(s1_xa)
+        s2_xa, s2_d = reg(2, "xa"), reg(2, "d")
+        # stage 3: exp unit and Q unit
+        kexp = Mux(self.op2 == ActOp.GELU, K_HALF_LOG2E, K_LOG2E)
+        g3 = exp2_unit(m, s2_d, kexp, name="exp3")
+        q3 = gelu_q_unit(m, s2_xa, name="q3")
+        s3_xa, s3_d, s3_g, s3_q = reg(3, "xa"), reg(3, "d"), reg(3, "g"), reg(3, "q")
+        # stage 4: 1 + g (SILU), g * q (GELU), g * k (EXP)
+        op4 = self.op3
+        add4 = m.submodules.add4 = Fp32Adder()
+        m.d.comb += [add4.a.eq(one), add4.b.eq(s3_g)]
+        mul4 = fp32_mul(m, s3_g, Mux(op4 == ActOp.GELU, s3_q, self.k3), name="mul4")
+        v4 = Signal(32, name="v4")
+        with m.Switch(op4):
+            with m.Case(ActOp.SILU):
+                m.d.comb += v4.eq(add4.sum)
+            with m.Case(ActOp.GELU, ActOp.EXP):
+                m.d.comb += v4.eq(mul4)
+            with m.Case(ActOp.SUMEXP):
+                m.d.comb += v4.eq(s3_g)
+            with m.Default():
+                m.d.comb += v4.eq(s3_d)
+        s4_xa, s4_v = reg(4, "xa"), reg(4, "v")
+        # stage 5: recip (SILU, RECIP), 1 - p (GELU, x >= 0)
+        op5 = self.op4
+        rcp5 = recip_unit(m, s4_v, name="rcp5")
+        add5 = m.submodules.add5 = Fp32Adder()
+        m.d.comb += [add5.a.eq(one), add5.b.eq(s4_v ^ (1 << 31))]
+        v5 = Signal(32, name="v5")
+        with m.Switch(op5):
+            with m.Case(ActOp.SILU, ActOp.RECIP):
+                m.d.comb += v5.eq(rcp5)
+            with m.Case(ActOp.GELU):
+                m.d.comb += v5.eq(Mux(s4_xa[31], s4_v, add5.sum))
+            with m.Default():
+                m.d.comb += v5.eq(s4_v)
+        s5_xa, s5_v = reg(5, "xa"), reg(5, "v")
+        # stage 6: x * (sigmoid | Phi); SILU/GELU(-Inf) = -0
+        op6 = self.op5
+        mul6 = fp32_mul(m, s5_xa, s5_v, name="mul6")
+        v6 = Signal(32, name="v6")
+        with m.If(op_in(op6, ActOp.SILU, ActOp.GELU)):
+            m.d.comb += v6.eq(Mux(s5_xa == NEG_INF_F32, 1 << 31, mul6))
+        with m.Else():
+            m.d.comb += v6.eq(s5_v)
+
+        with m.If(self.adv):
+            m.d.sync += [
+                s1_xa.eq(dec_a), s1_xb.eq(dec_b),
+                s2_xa.eq(s1_xa), s2_d.eq(d2),
+                s3_xa.eq(s2_xa), s3_d.eq(s2_d), s3_g.eq(g3), s3_q.eq(q3),
+                s4_xa.eq(s3_xa), s4_v.eq(v4),
+                s5_xa.eq(s4_xa), s5_v.eq(v5),
+                self.y.eq(v6),
+            ]
+        return m
+
+
 class ActivationUnit(wiring.Component):
     """Pipelined activation datapath with ``lanes`` lanes (see the module docstring)."""
 
@@ -487,98 +606,17 @@ class ActivationUnit(wiring.Component):
             for i in range(2, n_stages + 1):
                 m.d.sync += [valid[i].eq(valid[i - 1]), ctrl[i].eq(ctrl[i - 1])]
 
-        one = Const(ONE_F32, 32)
         ys = []
         for ln in range(lanes):
-            p = f"l{ln}"
-
-            def reg(stage, what):
-                return Signal(32, name=f"s{stage}_{what}_{p}")
-
-            # stage 1: decode
-            s1_xa, s1_xb = reg(1, "xa"), reg(1, "xb")
-            dec_a = decode_fp32(m, self.a.payload.data[ln], cmd_r.in_fmt, name=f"deca_{p}")
-            dec_b = decode_fp32(m, self.b.payload.data[ln], cmd_r.in_fmt, name=f"decb_{p}")
-            # stage 2: pre-op (one adder, one multiplier)
-            op2 = ctrl[1].op
-            add2 = m.submodules[f"add2_{p}"] = Fp32Adder()
-            m.d.comb += [add2.a.eq(s1_xa),
-                         add2.b.eq(Mux(op_in(op2, ActOp.EXP, ActOp.SUMEXP),
-                                       ctrl[1].c ^ (1 << 31), s1_xb))]
-            mul2 = fp32_mul(m, s1_xa,
-                            Mux(op2 == ActOp.MUL, s1_xb, Mux(op2 == ActOp.SCALE, ctrl[1].k, s1_xa)),
-                            name=f"mul2_{p}")
-            d2 = Signal(32, name=f"d2_{p}")
-            with m.Switch(op2):
-                with m.Case(ActOp.EXP, ActOp.SUMEXP, ActOp.ADD):
-                    m.d.comb += d2.eq(add2.sum)
-                with m.Case(ActOp.MUL, ActOp.SCALE):
-                    m.d.comb += d2.eq(mul2)
-                with m.Case(ActOp.GELU):
-                    m.d.comb += d2.eq(mul2 ^ (1 << 31))
-                with m.Case(ActOp.SILU):
-                    m.d.comb += d2.eq(s1_xa ^ (1 << 31))
-                with m.Case(ActOp.RELU):
-                    is_nan = (s1_xa[23:31] == 0xFF) & s1_xa[:23].any()
-                    m.d.comb += d2.eq(Mux(s1_xa[31] & ~is_nan, 0, s1_xa))
-                with m.Default():
-                    m.d.comb += d2.eq(s1_xa)
-            s2_xa, s2_d = reg(2, "xa"), reg(2, "d")
-            # stage 3: exp unit and Q unit
-            kexp = Mux(ctrl[2].op == ActOp.GELU, K_HALF_LOG2E, K_LOG2E)
-            g3 = exp2_unit(m, s2_d, kexp, name=f"exp3_{p}")
-            q3 = gelu_q_unit(m, s2_xa, name=f"q3_{p}")
-            s3_xa, s3_d, s3_g, s3_q = reg(3, "xa"), reg(3, "d"), reg(3, "g"), reg(3, "q")
-            # stage 4: 1 + g (SILU), g * q (GELU), g * k (EXP)
-            op4 = ctrl[3].op
-            add4 = m.submodules[f"add4_{p}"] = Fp32Adder()
-            m.d.comb += [add4.a.eq(one), add4.b.eq(s3_g)]
-            mul4 = fp32_mul(m, s3_g, Mux(op4 == ActOp.GELU, s3_q, ctrl[3].k), name=f"mul4_{p}")
-            v4 = Signal(32, name=f"v4_{p}")
-            with m.Switch(op4):
-                with m.Case(ActOp.SILU):
-                    m.d.comb += v4.eq(add4.sum)
-                with m.Case(ActOp.GELU, ActOp.EXP):
-                    m.d.comb += v4.eq(mul4)
-                with m.Case(ActOp.SUMEXP):
-                    m.d.comb += v4.eq(s3_g)
-                with m.Default():
-                    m.d.comb += v4.eq(s3_d)
-            s4_xa, s4_v = reg(4, "xa"), reg(4, "v")
-            # stage 5: recip (SILU, RECIP), 1 - p (GELU, x >= 0)
-            op5 = ctrl[4].op
-            rcp5 = recip_unit(m, s4_v, name=f"rcp5_{p}")
-            add5 = m.submodules[f"add5_{p}"] = Fp32Adder()
-            m.d.comb += [add5.a.eq(one), add5.b.eq(s4_v ^ (1 << 31))]
-            v5 = Signal(32, name=f"v5_{p}")
-            with m.Switch(op5):
-                with m.Case(ActOp.SILU, ActOp.RECIP):
-                    m.d.comb += v5.eq(rcp5)
-                with m.Case(ActOp.GELU):
-                    m.d.comb += v5.eq(Mux(s4_xa[31], s4_v, add5.sum))
-                with m.Default():
-                    m.d.comb += v5.eq(s4_v)
-            s5_xa, s5_v = reg(5, "xa"), reg(5, "v")
-            # stage 6: x * (sigmoid | Phi); SILU/GELU(-Inf) = -0
-            op6 = ctrl[5].op
-            mul6 = fp32_mul(m, s5_xa, s5_v, name=f"mul6_{p}")
-            v6 = Signal(32, name=f"v6_{p}")
-            with m.If(op_in(op6, ActOp.SILU, ActOp.GELU)):
-                m.d.comb += v6.eq(Mux(s5_xa == NEG_INF_F32, 1 << 31, mul6))
-            with m.Else():
-                m.d.comb += v6.eq(s5_v)
-            s6_y = reg(6, "y")
-
-            with m.If(adv):
-                m.d.sync += [
-                    s1_xa.eq(dec_a), s1_xb.eq(dec_b),
-                    s2_xa.eq(s1_xa), s2_d.eq(d2),
-                    s3_xa.eq(s2_xa), s3_d.eq(s2_d), s3_g.eq(g3), s3_q.eq(q3),
-                    s4_xa.eq(s3_xa), s4_v.eq(v4),
-                    s5_xa.eq(s4_xa), s5_v.eq(v5),
-                    s6_y.eq(v6),
-                ]
-            ys.append(s6_y)
+            lane = m.submodules[f"lane{ln}"] = ActivationLane()
+            m.d.comb += [
+                lane.adv.eq(adv), lane.a.eq(self.a.payload.data[ln]),
+                lane.b.eq(self.b.payload.data[ln]), lane.in_fmt.eq(cmd_r.in_fmt),
+                lane.op1.eq(ctrl[1].op), lane.op2.eq(ctrl[2].op), lane.op3.eq(ctrl[3].op),
+                lane.op4.eq(ctrl[4].op), lane.op5.eq(ctrl[5].op),
+                lane.c1.eq(ctrl[1].c), lane.k1.eq(ctrl[1].k), lane.k3.eq(ctrl[3].k),
+            ]
+            ys.append(lane.y)
 
         # ---- element output
         c6 = ctrl[n_stages]
