@@ -55,6 +55,7 @@ from pathlib import Path
 
 from ndpdimm.hw.activation_unit import ActFmt, ActOp
 from ndpdimm.hw.descriptors import GemvOp, Opcode
+from ndpdimm.hw.dram_controller import POLICIES as DRAM_POLICIES
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory_port import Status
 
@@ -208,8 +209,8 @@ def _held_out_set():
 
 # --- sequences: host traffic and refresh debt (several driver calls each) -----------------------
 
-#: ``POLICY`` register values (``hw/ndp_registers.py``).
-POLICIES = {"host_first": 0, "ndp_first": 1, "fair": 2}
+#: ``POLICY`` register values by name (``hw/dram_controller.POLICIES`` gives the codes).
+POLICIES = {name: code for code, name in enumerate(DRAM_POLICIES)}
 
 
 def _host_run(name, set_, pt, policy, interval, repeat=1):

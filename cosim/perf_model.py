@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ndpdimm.hw.descriptors import GemvOp, Opcode
+from ndpdimm.hw.dram_controller import POLICIES
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, serial_digits, slot_cycles
 from ndpdimm.hw.memory_port import Status
 
@@ -110,14 +111,21 @@ class Timing:
     (``since`` relative to its dispatch until the caller knows its end), whether it streams
     DRAM (``uses_dram``: host accesses then contend with it), the refresh boundaries inside
     it (for ``DRAM_REFRESHES``), and for host contention whether it is a DMA and the fraction
-    of its time a GEMV's engine waits for weights (``stall``)."""
+    of its time a GEMV's engine waits for weights (``stall``); the last two come from the
+    model's details of the descriptor (``info``)."""
     cycles: int
     debt: RefreshDebt
     uses_dram: bool
-    refreshes: float
     dma: bool = False
-    stall: float = 0.0
     info: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def refreshes(self) -> float:
+        return self.info.get("refreshes", 0.0)
+
+    @property
+    def stall(self) -> float:
+        return self.info.get("stall", 0.0)
 
 
 class UncalibratedWarning(UserWarning):
@@ -246,8 +254,9 @@ class PerfParams:
         return cls(**{k: float(v) for k, v in d.items()})
 
 
-#: ``POLICY`` register values (``hw/dram_controller.py``; 3 behaves as fair).
-POLICY_NAMES = ("host_first", "ndp_first", "fair", "fair")
+#: ``POLICY`` register values by code (``hw/dram_controller.POLICIES``; the reserved code 3
+#: is neither host_first nor ndp_first there, so it behaves as fair).
+POLICY_NAMES = POLICIES + ("fair",)
 
 #: Parameters fitted to CQ cycles by least squares (the rest are measured directly: the
 #: counter offsets, the gap, host latencies; or, for the DRAM-bound path that a 16-unit core
@@ -410,10 +419,9 @@ class PerfModel:
         t, info, debt_out, uses_dram = self._timed(fields, Status(status), start_cycle, debt)
         cycles = max(1, round(t))
         if not uses_dram:                        # no DRAM traffic: the debt is untouched
-            return Timing(cycles, debt, False, info.get("refreshes", 0.0), info=info)
-        return Timing(cycles, RefreshDebt(debt_out.owed, float(cycles)), True, info["refreshes"],
-                      dma=fields.get("opcode") == Opcode.DMA, stall=info.get("stall", 0.0),
-                      info=info)
+            return Timing(cycles, debt, False, info=info)
+        return Timing(cycles, RefreshDebt(debt_out.owed, float(cycles)), True,
+                      dma=fields.get("opcode") == Opcode.DMA, info=info)
 
     def _timed(self, fields, status, start, debt=RefreshDebt(0, -math.inf)):
         """(float cycles, details, debt at the end, streams DRAM) of one descriptor; the
