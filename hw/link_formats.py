@@ -203,7 +203,8 @@ transaction_header_layout = data.StructLayout({
     "address": 40,        # byte address in the target DIMM (DRAM or SRAM window)
     "length_words": 8,    # READ_REQUEST: words to read
     "status": 4,          # COMPLETION / READ_RESPONSE: 0 = OK, else an error code
-    "reserved": 56,
+    "reply_address": 40,  # READ_REQUEST: where the initiator wants the data (echoed as the response's address)
+    "reserved": 16,
 })
 
 #: The 32-byte header at the start of every frame.

@@ -58,6 +58,8 @@ class Status(enum.IntEnum):
     SRAM_RANGE = 5       # an SRAM byte range (data or index list) runs past the SRAM
     BAD_INDEX = 6        # an index list entry names a row/neuron outside the matrix
     UNSUPPORTED = 7      # a defined operation this build does not implement
+    REMOTE_RANGE = 8     # DIMM-Link: the target DIMM rejected the remote address (misaligned or past its SRAM)
+    LINK_TIMEOUT = 9     # DIMM-Link: a remote operation's responses did not all come back in time
 
 
 #: Width of the cycle count in a completion beat.
