@@ -13,8 +13,13 @@ it has completed). Each descriptor is checked *before anything is started*;
 the first failing check gives its ``Status`` and the descriptor completes
 with no side effect:
 
-* opcode 0 or > 9: ``BAD_OPCODE``; ``LINK_SEND``/``ATOMIC_ADD``/``RELAYOUT``
-  (DIMM-Link, not yet built): ``UNSUPPORTED``.
+* opcode 0 or > 9: ``BAD_OPCODE``; ``RELAYOUT`` (not yet built): ``UNSUPPORTED``;
+  ``LINK_SEND``/``ATOMIC_ADD`` in a core built without DIMM-Link
+  (``link_cmd_layout=None``): ``UNSUPPORTED``.
+* LINK_SEND / ATOMIC_ADD: handed to the link transaction layer
+  (``hw/link_transaction.py``), which checks ``dest`` against the chain set in
+  ``LINK_ID``, alignment and the local SRAM range before sending anything; the
+  target DIMM checks the remote range (``REMOTE_RANGE``).
 * GEMV: ``op`` > 2, dtype 3, batch above the engine's ``max_batch``,
   ``n_rows``/``n_cols``/``n_idx`` giving more outputs or steps than the engine's
   counters hold: ``BAD_FIELD``; ``w_base`` not 64 B aligned, ``x_addr``/``x_pitch``
@@ -47,7 +52,8 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .descriptors import (DESCRIPTOR_BITS, GemvOp, Opcode, dma_descriptor_layout,
-                          gemv_descriptor_layout)
+                          gemv_descriptor_layout, link_descriptor_layout)
+from .link_formats import LinkOp
 from .formats import Dtype, GemvMode, check_int
 from .memory_port import Status, status_layout
 from .ndp_registers import CSR_DATA_BITS, ID_VALUE, register
@@ -74,7 +80,7 @@ class CommandProcessor(wiring.Component):
     def __init__(self, *, streamer_desc_layout, streamer_status_layout, engine_cmd_layout,
                  feeder_cmd_layout, writer_cmd_layout, dma_desc_layout, act_desc_layout,
                  n_units=256, max_batch=16, index_bits=20, step_bits=16, sram_size=131072,
-                 capacity_bytes=1 << 35, queue_depth=8, cq_depth=8, caps=0):
+                 capacity_bytes=1 << 35, queue_depth=8, cq_depth=8, caps=0, link_cmd_layout=None):
         self.n_units = check_int("n_units", n_units, 4, 4096)
         if n_units & (n_units - 1):
             raise ValueError(f"n_units must be a power of two, got {n_units!r}")
@@ -88,7 +94,18 @@ class CommandProcessor(wiring.Component):
         self.sram_bits = sram_size.bit_length() - 1
         self.gemv_layout = gemv_descriptor_layout(self.dram_bits, self.sram_bits)
         self.dma_layout = dma_descriptor_layout(self.dram_bits, self.sram_bits)
+        self.link_layout = link_descriptor_layout(self.sram_bits)
+        self.has_link = link_cmd_layout is not None
+        link_ports = {}
+        if self.has_link:
+            link_ports = {
+                "link_cmd": Out(stream.Signature(link_cmd_layout)),
+                "link_status": In(stream.Signature(status_layout())),
+                "link_my_id": Out(4),
+                "link_n_dimms": Out(5),
+            }
         super().__init__({
+            **link_ports,
             "csr": In(stream.Signature(csr_request_layout())),
             "csr_resp": Out(stream.Signature(CSR_DATA_BITS)),
             "streamer_desc": Out(stream.Signature(streamer_desc_layout)),
@@ -129,7 +146,7 @@ class CommandProcessor(wiring.Component):
 
         # ---- registers ------------------------------------------------------------------
         regs = {name: Signal(CSR_DATA_BITS, name=name.lower(), init=register(name).reset)
-                for name in ("CTRL", "WINDOW_BASE", "WINDOW_LIMIT", "POLICY")}
+                for name in ("CTRL", "WINDOW_BASE", "WINDOW_LIMIT", "POLICY", "LINK_ID")}
         staging = [Signal(64, name=f"desc{i}") for i in range(4)]
         csr_errors = Signal(CSR_DATA_BITS)
         cycles = Signal(CSR_DATA_BITS)
@@ -164,7 +181,7 @@ class CommandProcessor(wiring.Component):
             "ID": Const(ID_VALUE, 64), "CAPS": Const(self.caps, 64),
             "CTRL": regs["CTRL"], "STATUS": status_word,
             "WINDOW_BASE": regs["WINDOW_BASE"], "WINDOW_LIMIT": regs["WINDOW_LIMIT"],
-            "POLICY": regs["POLICY"],
+            "POLICY": regs["POLICY"], "LINK_ID": regs["LINK_ID"],
             "CQ_HEAD": cq_word,
             "CQ_CYCLES": cq_head.cycles, "CQ_DRAM_BYTES": cq_head.dram_bytes,
             "CSR_ERRORS": csr_errors, "CYCLES": cycles,
@@ -185,7 +202,7 @@ class CommandProcessor(wiring.Component):
             with m.Else():
                 bad = Signal()
                 with m.Switch(req.addr):
-                    for name in ("CTRL", "WINDOW_BASE", "WINDOW_LIMIT", "POLICY"):
+                    for name in ("CTRL", "WINDOW_BASE", "WINDOW_LIMIT", "POLICY", "LINK_ID"):
                         with m.Case(register(name).offset):
                             if register(name).privileged:
                                 with m.If(idle):
@@ -292,6 +309,17 @@ class CommandProcessor(wiring.Component):
                      wp.accumulate.eq(g.accumulate), wp.is_int.eq(is_int8),
                      wp.batch_minus_one.eq(batch_m1), wp.n_out.eq(n_out)]
         m.d.comb += self.act_desc.payload.as_value().eq(desc[:len(self.act_desc.payload.as_value())])
+        if self.has_link:
+            lk = self.link_layout(desc[:self.link_layout.size])
+            lp = self.link_cmd.payload
+            m.d.comb += [
+                lp.op.eq(Mux(opcode == Opcode.ATOMIC_ADD,
+                             Mux(lk.int32, LinkOp.ATOMIC_ADD_INT32, LinkOp.ATOMIC_ADD_FP32),
+                             Mux(lk.read, LinkOp.READ_REQUEST, LinkOp.WRITE))),
+                lp.dest.eq(lk.dest), lp.remote_addr.eq(lk.remote), lp.local_addr.eq(lk.sram),
+                lp.n_bytes.eq(lk.n_bytes),
+                self.link_my_id.eq(regs["LINK_ID"][:4]), self.link_n_dimms.eq(regs["LINK_ID"][4:9]),
+            ]
         dp = self.dma_desc.payload
         m.d.comb += [dp.to_dram.eq(dm.to_dram), dp.dram_addr.eq(dm.dram), dp.sram_addr.eq(dm.sram),
                      dp.n_bytes.eq(dm.n_bytes)]
@@ -321,7 +349,13 @@ class CommandProcessor(wiring.Component):
                         m.next = "COMPLETE"
                     with m.Case(Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE):
                         m.next = "ACT"
-                    with m.Case(Opcode.LINK_SEND, Opcode.ATOMIC_ADD, Opcode.RELAYOUT):
+                    with m.Case(Opcode.LINK_SEND, Opcode.ATOMIC_ADD):
+                        if self.has_link:
+                            m.next = "LINK"
+                        else:
+                            m.d.sync += code.eq(Status.UNSUPPORTED)
+                            m.next = "COMPLETE"
+                    with m.Case(Opcode.RELAYOUT):
                         m.d.sync += code.eq(Status.UNSUPPORTED)
                         m.next = "COMPLETE"
                     with m.Default():
@@ -378,6 +412,8 @@ class CommandProcessor(wiring.Component):
             hand_over("DMA", self.dma_desc, self.dma_status,
                       [dram_bytes.eq(Mux(self.dma_status.payload.code == Status.OK, dm.n_bytes, 0))])
             hand_over("ACT", self.act_desc, self.act_status)
+            if self.has_link:
+                hand_over("LINK", self.link_cmd, self.link_status)
             with m.State("COMPLETE"):
                 m.d.comb += cq.w_en.eq(1)
                 with m.If(cq.w_rdy):

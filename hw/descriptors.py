@@ -22,9 +22,14 @@ Operations and their data layouts:
 * ``FENCE`` - completes when every earlier descriptor has completed (the core
   runs descriptors one at a time in queue order, so a FENCE completes at once
   when it is dispatched; it exists so host code does not depend on that).
-* ``LINK_SEND``, ``ATOMIC_ADD``, ``RELAYOUT`` - defined, implemented with
-  DIMM-Link; until then they complete with ``Status.UNSUPPORTED`` and do
-  nothing.
+* ``LINK_SEND`` - ``n_bytes`` between this DIMM's SRAM (``sram``) and the SRAM
+  of DIMM ``dest`` (``remote``) over DIMM-Link: ``read = 0`` writes local data
+  there, ``read = 1`` reads it here (``link_descriptor_layout``;
+  ``hw/link_transaction.py`` has the checks and semantics).
+* ``ATOMIC_ADD`` - adds ``n_bytes`` of FP32 (``int32 = 0``) or INT32 lanes from
+  this SRAM into DIMM ``dest``'s SRAM at ``remote`` (same layout).
+  In a core built without DIMM-Link both complete with ``Status.UNSUPPORTED``.
+* ``RELAYOUT`` - defined; completes with ``Status.UNSUPPORTED`` (not built yet).
 * ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations SRAM to SRAM
   (``act_descriptor_layout``; semantics and checks in
   ``hw/activation_sequencer.py``).
@@ -36,12 +41,15 @@ import enum
 from amaranth.lib import data
 
 __all__ = ["Opcode", "GemvOp", "DESCRIPTOR_BITS", "header_layout", "gemv_descriptor_layout",
-           "dma_descriptor_layout", "act_descriptor_layout", "DRAM_ADDR_BITS", "SRAM_ADDR_BITS"]
+           "dma_descriptor_layout", "act_descriptor_layout", "link_descriptor_layout",
+           "DRAM_ADDR_BITS", "SRAM_ADDR_BITS", "REMOTE_ADDR_BITS"]
 
 DESCRIPTOR_BITS = 256
 #: Widths for the default 32 GiB DIMM and 128 KiB SRAM (the layouts take them as arguments).
 DRAM_ADDR_BITS = 35
 SRAM_ADDR_BITS = 17
+#: Width of a remote (target DIMM's) byte address in a DIMM-Link descriptor.
+REMOTE_ADDR_BITS = 40
 
 
 class Opcode(enum.IntEnum):
@@ -106,4 +114,15 @@ def act_descriptor_layout(sram_bits: int = SRAM_ADDR_BITS, count_bits: int = 20)
         "op": 4, "in_fmt": 2, "out_fmt": 2, "n": count_bits,
         "src_a": sram_bits, "src_b": sram_bits, "dst": sram_bits,
         "c": 32, "k": 32,
+    })
+
+
+def link_descriptor_layout(sram_bits: int = SRAM_ADDR_BITS) -> data.StructLayout:
+    """LINK_SEND / ATOMIC_ADD: ``read`` (LINK_SEND: 1 = remote -> local), ``int32`` (ATOMIC_ADD:
+    1 = INT32 lanes, 0 = FP32), ``dest`` (DIMM id), ``remote`` (byte address in the target's
+    SRAM), ``sram`` (local SRAM byte address), ``n_bytes``."""
+    return _pad({
+        "opcode": 4, "id": 12,
+        "read": 1, "int32": 1, "dest": 4, "remote": REMOTE_ADDR_BITS,
+        "sram": sram_bits, "n_bytes": sram_bits + 1,
     })

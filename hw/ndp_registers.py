@@ -62,6 +62,9 @@ REGISTERS = (
              "opens one", privileged=True),
     Register("POLICY", 0x030, "rw", "[1:0] host/NDP DRAM arbitration: 0 host_first, 1 ndp_first, "
              "2 fair", reset=2, privileged=True),
+    Register("LINK_ID", 0x038, "rw", "DIMM-Link: [3:0] this DIMM's id in the chain, [8:4] DIMMs in "
+             "the chain (reset 0: no link configured, every LINK_SEND/ATOMIC_ADD is BAD_FIELD)",
+             privileged=True),
     Register("DESC0", 0x040, "wo", "descriptor staging word 0 (bits 63:0)"),
     Register("DESC1", 0x048, "wo", "descriptor staging word 1 (bits 127:64)"),
     Register("DESC2", 0x050, "wo", "descriptor staging word 2 (bits 191:128)"),

@@ -14,9 +14,12 @@ from amaranth.sim import Simulator
 from ndpdimm.hw.activation_feeder import ActivationFeeder
 from ndpdimm.hw.descriptors import act_descriptor_layout
 from ndpdimm.hw.command_processor import CommandProcessor
-from ndpdimm.hw.descriptors import GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout
+from ndpdimm.hw.descriptors import (GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout,
+                                    link_descriptor_layout)
 from ndpdimm.hw.dma_engine import DmaEngine
 from ndpdimm.hw.formats import Dtype, GemvMode, gemv_command_layout
+from ndpdimm.hw.link_formats import LinkOp
+from ndpdimm.hw.link_transaction import link_command_layout
 from ndpdimm.hw.memory_port import Status
 from ndpdimm.hw.ndp_registers import ID_VALUE, register
 from ndpdimm.hw.result_writer import ResultWriter
@@ -29,8 +32,9 @@ CAP = 1 << 35
 WIN = (1 << 20, 1 << 24)
 
 
-def make_cp():
+def make_cp(link=False):
     return CommandProcessor(
+        link_cmd_layout=link_command_layout(SRAM) if link else None,
         streamer_desc_layout=streamer_descriptor_layout(CAP, SRAM.size_bytes),
         streamer_status_layout=streamer_status_layout(),
         engine_cmd_layout=gemv_command_layout(16, 20, 16),
@@ -65,12 +69,13 @@ def raw(opcode, id_=3):
     return opcode | (id_ << 4)
 
 
-def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, extra=None):
+def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, extra=None, link=False,
+        link_id=0):
     """Push ``descs``, play the blocks, return (completions, dispatched commands, csr reads)."""
-    dut = make_cp()
+    dut = make_cp(link)
     sim = Simulator(dut)
     sim.add_clock(1e-9)
-    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": [], "act": []}
+    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": [], "act": [], "link": []}
     completions, reads = [], {}
 
     async def csr(ctx, addr, data=None):
@@ -88,6 +93,9 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
         reads["ID"] = await csr(ctx, register("ID").offset)
         await csr(ctx, register("WINDOW_BASE").offset, window[0])
         await csr(ctx, register("WINDOW_LIMIT").offset, window[1])
+        if link_id:
+            await csr(ctx, register("LINK_ID").offset, link_id)
+            reads["LINK_ID"] = await csr(ctx, register("LINK_ID").offset)
         for d in descs:
             for i in range(4):
                 await csr(ctx, register(f"DESC{i}").offset, (d >> (64 * i)) & (2 ** 64 - 1))
@@ -111,7 +119,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
         pending = []
         ports = [("streamer", dut.streamer_desc), ("engine", dut.engine_cmd),
                  ("feeder", dut.feeder_cmd), ("writer", dut.writer_cmd), ("dma", dut.dma_desc),
-                 ("act", dut.act_desc)]
+                 ("act", dut.act_desc)] + ([("link", dut.link_cmd)] if link else [])
         for _, p in ports:
             ctx.set(p.ready, 1)
         cycle = 0
@@ -121,7 +129,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                     seen[name].append(ctx.get(p.payload))
                     if name == "streamer":
                         pending.append(("validate", cycle + 5))
-                    elif name in ("feeder", "writer", "dma", "act"):
+                    elif name in ("feeder", "writer", "dma", "act", "link"):
                         pending.append((name, cycle + 20))
             ctx.set(dut.streamer_validated, 0)
             for item in list(pending):
@@ -138,7 +146,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                     continue
                 port = {"streamer": dut.streamer_status, "feeder": dut.feeder_status,
                         "writer": dut.writer_status, "dma": dut.dma_status,
-                        "act": dut.act_status}[kind]
+                        "act": dut.act_status, "link": getattr(dut, "link_status", None)}[kind]
                 code = streamer_code if kind == "streamer" else block_code
                 payload = {"code": code, "cycles": 1}
                 if kind == "streamer":
@@ -228,6 +236,31 @@ def test_other_opcodes_and_dma_window():
                                           Status.UNSUPPORTED, Status.BAD_OPCODE, Status.BAD_OPCODE]
     assert len(seen["dma"]) == 1 and comps[0]["bytes"] == 256
     assert not seen["streamer"] and not seen["engine"] and not seen["act"]
+
+
+def test_link_descriptors_go_to_the_transaction_layer():
+    """With DIMM-Link built, LINK_SEND / ATOMIC_ADD reach the transaction layer with the fields
+    translated; its status is the completion's; LINK_ID reaches its id / chain-length outputs."""
+    lk = link_descriptor_layout(14)
+
+    def link(opcode, **kw):
+        f = {"opcode": opcode, "id": 11, "read": 0, "int32": 0, "dest": 2, "remote": 1 << 36,
+             "sram": 512, "n_bytes": 1024}
+        f.update(kw)
+        return lk.const(f).as_value().value
+
+    descs = [link(Opcode.LINK_SEND), link(Opcode.LINK_SEND, read=1), link(Opcode.ATOMIC_ADD),
+             link(Opcode.ATOMIC_ADD, int32=1), raw(Opcode.RELAYOUT)]
+    comps, seen, reads = run(descs, link=True, link_id=1 | 3 << 4)
+    assert [c["code"] for c in comps] == [Status.OK] * 4 + [Status.UNSUPPORTED]
+    assert [LinkOp(int(c.op)) for c in seen["link"]] == [
+        LinkOp.WRITE, LinkOp.READ_REQUEST, LinkOp.ATOMIC_ADD_FP32, LinkOp.ATOMIC_ADD_INT32]
+    first = seen["link"][0]
+    assert (int(first.dest), int(first.remote_addr), int(first.local_addr), int(first.n_bytes)) == \
+        (2, 1 << 36, 512, 1024)
+    assert reads["LINK_ID"] == 0x31 and all(c["bytes"] == 0 for c in comps)
+    comps, _, _ = run([link(Opcode.ATOMIC_ADD)], link=True, block_code=Status.REMOTE_RANGE)
+    assert comps[0]["code"] == Status.REMOTE_RANGE
 
 
 def test_activation_descriptors_go_to_the_sequencer():
