@@ -58,6 +58,8 @@ class CoreConfig:
     desc_queue: int = 8
     cq_depth: int = 8
     dram_config: str | None = None
+    #: build the DIMM-Link transaction layer and router (LINK_SEND / ATOMIC_ADD descriptors)
+    link: bool = False
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -65,20 +67,27 @@ class CoreConfig:
             if f.name == "dram_config":
                 if v is not None and not isinstance(v, str):
                     raise ValueError(f"dram_config must be a path or None, got {v!r}")
+            elif f.name == "link":
+                if not isinstance(v, bool):
+                    raise ValueError(f"link must be True or False, got {v!r}")
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f.name} must be a positive integer, got {v!r}")
 
     def core_params(self) -> dict:
         """Keyword arguments of ``ndp_core_from_config`` (JSON-able, a build-cache key)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "dram_config"}
+                if f.name != "dram_config" and not (f.name == "link" and not self.link)}
 
     def dram(self):
         """``(DramOrganization, DramTiming)`` of this configuration."""
         return load_dram_config(self.dram_config)
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields (``link`` only when set, so keys of link-less builds stay as they were)."""
+        d = dataclasses.asdict(self)
+        if not self.link:
+            del d["link"]
+        return d
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from ndpdimm.hw.descriptors import (GemvOp, Opcode, act_descriptor_layout, dma_descriptor_layout,
-                                    gemv_descriptor_layout, header_layout)
+                                    gemv_descriptor_layout, header_layout, link_descriptor_layout)
 from ndpdimm.hw.formats import Dtype, slot_cycles
 from ndpdimm.hw.gemv_engine import GemvEngine
 from ndpdimm.hw.memory_port import Status
@@ -50,7 +50,7 @@ __all__ = ["CoreModel", "ACT_OPCODES", "LINK_OPCODES", "UNDEFINED_OPCODES", "des
 
 #: Activation-unit opcodes (``hw/activation_sequencer.py``), modelled by ``cosim/act_program.py``.
 ACT_OPCODES = (Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE)
-#: DIMM-Link opcodes: defined, UNSUPPORTED in this build.
+#: DIMM-Link opcodes: UNSUPPORTED in the model (one DIMM, no link; the RTL runs them with link=True).
 LINK_OPCODES = (Opcode.LINK_SEND, Opcode.ATOMIC_ADD, Opcode.RELAYOUT)
 #: Opcodes that are not defined at all: BAD_OPCODE.
 UNDEFINED_OPCODES = (0, 10, 11, 12, 13, 14, 15)
@@ -75,8 +75,10 @@ def descriptor_layouts(capacity_bytes: int, sram_size: int) -> dict:
     dram_bits = capacity_bytes.bit_length() - 1
     sram_bits = sram_size.bit_length() - 1
     act = act_descriptor_layout(sram_bits)
+    link = link_descriptor_layout(sram_bits)
     return {Opcode.GEMV: gemv_descriptor_layout(dram_bits, sram_bits),
             Opcode.DMA: dma_descriptor_layout(dram_bits, sram_bits),
+            Opcode.LINK_SEND: link, Opcode.ATOMIC_ADD: link,
             **{op: act for op in ACT_OPCODES}}
 
 

@@ -9,8 +9,9 @@
                                          +--> DmaEngine ----------mem--------/
                                          +--> ActivationSequencer (+ ActivationUnit)
     host pass-through port --------------------------------------> MemorySystem
+    CommandProcessor --> LinkTransaction <--> LinkRouter <--> link_left / link_right   (link=True)
     SRAM ports: 0 streamer (index lists), 1 DMA, 2 feeder, 3 writer,
-                4 activation reads, 5 activation writes
+                4 activation reads, 5 activation writes (6 link reads, 7 link writes)
 
 The host programs it through the registers of ``hw/ndp_registers.py`` and the
 descriptors of ``hw/descriptors.py`` (see ``hw/command_processor.py`` for the
@@ -32,6 +33,16 @@ cycle each way, so lanes past 16 would only wait for the SRAM: 16 lanes
 already stream at the port's rate (the sequencer's docstring has the
 figures). Wider configurations elaborate and work, at the same throughput.
 
+``link=True`` builds the DIMM-Link transaction layer and router in
+(``hw/link_transaction.py``, ``hw/link_router.py``): LINK_SEND and ATOMIC_ADD
+descriptors then run (remote SRAM writes, reads, atomic adds), the ``LINK_ID``
+register sets this DIMM's id and the chain length, and the router's two chain
+sides are the packet ports ``link_left_tx``/``link_left_rx`` and
+``link_right_tx``/``link_right_rx`` (beats of ``packet_beat_layout``), which a
+system connects through DIMM-Link ports (link layer + PHY) to the neighbours.
+A DIMM addressed by itself (``dest`` = its own id) loops back inside the router.
+``CAPS`` bit 48 says whether the link is built.
+
 Cycle behaviour: that of the parts (descriptor dispatch in 3 cycles, then the
 blocks' own pipelines; see their docstrings).
 """
@@ -48,6 +59,9 @@ from .dram_config import load_dram_config
 from .dram_controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
 from .gemv_engine import GemvEngine
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
+from .link_formats import LinkConfig
+from .link_router import LEFT, LOCAL, RIGHT, LinkRouter, packet_signature
+from .link_transaction import LinkTransaction
 from .memory_port import connect_memory_client, forward_stream, memory_server_signature
 from .memory_system import MemorySystem
 from .ndp_registers import CSR_DATA_BITS
@@ -57,15 +71,16 @@ from .weight_streamer import WeightStreamer
 
 __all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
 
-STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT, ACT_READ_PORT, ACT_WRITE_PORT = range(6)
+(STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT, ACT_READ_PORT, ACT_WRITE_PORT,
+ LINK_READ_PORT, LINK_WRITE_PORT) = range(8)
 #: PHY-side ports the core exposes (the arbitration policy is a register, not a pin).
 CORE_PHY_PORTS = tuple(p for p in PHY_PORTS if p != "policy")
 
 
-def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0) -> int:
+def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0, link=False) -> int:
     """The ``CAPS`` register value (fields in ``hw/ndp_registers.py``)."""
     return (n_units | (sram_size.bit_length() - 1) << 16 | ranks << 24 | max_batch << 28 |
-            act_lanes << 36)
+            act_lanes << 36 | int(bool(link)) << 48)
 
 
 
@@ -74,11 +89,17 @@ class NdpCore(wiring.Component):
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=RANK_QUEUE_DEPTH,
                  dma_outstanding=16, desc_queue=8, cq_depth=8, act_lanes=16,
-                 hierarchical=False):
+                 hierarchical=False, link=False, link_max_payload=1024):
         self.org, self.timing = org, timing
         self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, queue_depth=queue_depth,
                                    refresh=refresh)
-        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 6)
+        self.has_link = bool(link)
+        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 8 if link else 6)
+        self.link = self.router = None
+        if link:
+            self.link = LinkTransaction(self.sram_geometry, LinkConfig(max_payload=link_max_payload),
+                                        max_dimms=16)
+            self.router = LinkRouter()
         self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits,
                                  hierarchical=hierarchical)
         e = self.engine
@@ -102,7 +123,12 @@ class NdpCore(wiring.Component):
             n_units=n_units, max_batch=max_batch, index_bits=e.index_bits,
             step_bits=e.step_bits, sram_size=sram_size, capacity_bytes=org.capacity_bytes,
             queue_depth=desc_queue, cq_depth=cq_depth,
-            caps=core_caps(n_units, sram_size, org.ranks, max_batch, act_lanes))
+            caps=core_caps(n_units, sram_size, org.ranks, max_batch, act_lanes, link),
+            link_cmd_layout=self.link.cmd_layout if link else None)
+        link_ports = {}
+        if link:
+            link_ports = {f"link_{side}_{d}": (Out if d == "tx" else In)(packet_signature())
+                          for side in ("left", "right") for d in ("tx", "rx")}
         phy = phy_members(org, self.memory.controller.cmd_layout)
         super().__init__({
             "csr": In(stream.Signature(csr_request_layout())),
@@ -110,6 +136,7 @@ class NdpCore(wiring.Component):
             "irq": Out(1),
             "host": Out(memory_server_signature(org.capacity_bytes, org.ranks, 1)),
             **{name: phy[name] for name in CORE_PHY_PORTS},
+            **link_ports,
         })
 
     def elaborate(self, platform):
@@ -158,6 +185,21 @@ class NdpCore(wiring.Component):
             cp.bursts_read.eq(st.bursts_read),
             cp.gemv_busy.eq(e.busy), cp.dma_busy.eq(dma.busy), cp.act_busy.eq(self.act.busy),
         ]
+        if self.has_link:
+            lk, rt = self.link, self.router
+            m.submodules.link = lk
+            m.submodules.router = rt
+            wiring.connect(m, lk.sram_read, sram.ports[LINK_READ_PORT])
+            wiring.connect(m, lk.sram_write, sram.ports[LINK_WRITE_PORT])
+            wiring.connect(m, cp.link_cmd, lk.cmd)
+            wiring.connect(m, lk.status, cp.link_status)
+            m.d.comb += [lk.my_id.eq(cp.link_my_id), lk.n_dimms.eq(cp.link_n_dimms),
+                         rt.my_id.eq(cp.link_my_id), rt.n_dimms.eq(cp.link_n_dimms)]
+            forward_stream(m, lk.tx, rt.ins[LOCAL])
+            forward_stream(m, rt.outs[LOCAL], lk.rx)
+            for side, port in (("left", LEFT), ("right", RIGHT)):
+                forward_stream(m, rt.outs[port], getattr(self, f"link_{side}_tx"))
+                forward_stream(m, getattr(self, f"link_{side}_rx"), rt.ins[port])
         # DRAM counters reach the registers as coherent snapshots through a small asynchronous
         # FIFO (pushed whenever it has room, the latest popped one is held: a few cycles old);
         # the policy is quasi-static (privileged, changed only while idle): two-flop synchroniser

@@ -49,7 +49,7 @@ REGISTERS = (
     Register("ID", 0x000, "ro", "identifies the core: 'NDPDIMM' and register-format version 1",
              reset=ID_VALUE),
     Register("CAPS", 0x008, "ro", "build parameters: [15:0] GEMV units, [23:16] log2 SRAM bytes, "
-             "[27:24] DRAM ranks, [35:28] max batch, [47:36] activation lanes"),
+             "[27:24] DRAM ranks, [35:28] max batch, [47:36] activation lanes, [48] DIMM-Link built"),
     Register("CTRL", 0x010, "rw", "[0] ENABLE: descriptors are taken from the queue while set "
              "(clear it to hold the queue; a running descriptor finishes)"),
     Register("STATUS", 0x018, "ro", "[0] busy (a descriptor queued or running), [15:8] descriptors "

@@ -132,7 +132,7 @@ class NdpError(Exception):
                          f"{completion.status.name} (code {int(completion.status)}){fields}")
 
 
-_ADDR_FIELDS = ("w_base", "idx_addr", "x_addr", "y_addr", "dram", "sram", "src_a", "src_b", "dst",
+_ADDR_FIELDS = ("w_base", "idx_addr", "x_addr", "y_addr", "dram", "sram", "remote", "src_a", "src_b", "dst",
                 "c", "k")
 
 
@@ -541,6 +541,31 @@ class Dimm:
                                         "out_fmt": int(out_fmt), "n": n, "src_a": src_a,
                                         "src_b": src_b, "dst": dst, "c": c, "k": k},
                                label or opcode.name)
+
+    def link_descriptor(self, dest, remote, sram, n_bytes, *, read=False,
+                        label="LINK_SEND") -> Descriptor:
+        """LINK_SEND: ``n_bytes`` from this SRAM at ``sram`` to DIMM ``dest``'s SRAM at ``remote``
+        (``read=True``: from there to here). Needs a core built with ``link=True``."""
+        return self.descriptor(Opcode.LINK_SEND, {"read": int(bool(read)), "dest": dest,
+                                                  "remote": remote, "sram": sram,
+                                                  "n_bytes": n_bytes}, label)
+
+    def atomic_add_descriptor(self, dest, remote, sram, n_bytes, *, int32=False,
+                              label="ATOMIC_ADD") -> Descriptor:
+        """ATOMIC_ADD: add ``n_bytes`` of FP32 (``int32=True``: INT32) lanes from this SRAM at
+        ``sram`` into DIMM ``dest``'s SRAM at ``remote``."""
+        return self.descriptor(Opcode.ATOMIC_ADD, {"int32": int(bool(int32)), "dest": dest,
+                                                   "remote": remote, "sram": sram,
+                                                   "n_bytes": n_bytes}, label)
+
+    def set_link_id(self, dimm_id: int, n_dimms: int):
+        """Program ``LINK_ID``: this DIMM's id in the chain and the chain's length (privileged:
+        only while the core is idle; ``ValueError`` for ids that do not fit)."""
+        if not (isinstance(n_dimms, int) and 1 <= n_dimms <= 16):
+            raise ValueError(f"n_dimms must be 1..16, got {n_dimms!r}")
+        if not (isinstance(dimm_id, int) and 0 <= dimm_id < n_dimms):
+            raise ValueError(f"dimm_id must be 0..{n_dimms - 1}, got {dimm_id!r}")
+        self.backend.csr_write("LINK_ID", dimm_id | n_dimms << 4)
 
     def fence(self, label="FENCE") -> Descriptor:
         return self.descriptor(Opcode.FENCE, {}, label)
