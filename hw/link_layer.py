@@ -216,6 +216,25 @@ class _Item(enum.IntEnum):
     CTRL = 2      # a LINK_CTRL frame (built in the out stage)
 
 
+def _between_halves(c: LinkConfig) -> dict:
+    """The signals between the two halves, as the transmitter sees them (the receiver has
+    them flipped)."""
+    sb = c.seq_bits
+    return {
+        # from the receiver half: what to put into outgoing headers
+        "ack_seq": In(sb),
+        "credit_limit": In(CREDIT_BITS, init=c.rx_buffer_flits % (1 << CREDIT_BITS)),
+        "nak_request": In(1),
+        "ctrl_request": In(1),
+        "header_sent": Out(1),   # a header with the above values went out this cycle
+        # from the receiver half: the partner's fields of a good frame (one-cycle pulse)
+        "remote_valid": In(1),
+        "remote_ack_seq": In(sb),
+        "remote_nak": In(1),
+        "remote_credit_limit": In(CREDIT_BITS),
+    }
+
+
 class LinkTransmitter(wiring.Component):
     """Transmit half of :class:`LinkLayer` (see module docstring)."""
 
@@ -223,22 +242,11 @@ class LinkTransmitter(wiring.Component):
         _check_config(config)
         self.config = config
         c = config
-        sb = c.seq_bits
         members = {
             "tx_packet": In(stream.Signature(packet_beat_layout())),
             "phy_tx": Out(stream.Signature(phy_flit_layout(c.lanes))),
             "link_up": In(1),
-            # from our receiver half: what to put into outgoing headers
-            "ack_seq": In(sb),
-            "credit_limit": In(CREDIT_BITS),
-            "nak_request": In(1),
-            "ctrl_request": In(1),
-            "header_sent": Out(1),   # a header with the above values went out this cycle
-            # from our receiver half: the partner's fields of a good frame (one-cycle pulse)
-            "remote_valid": In(1),
-            "remote_ack_seq": In(sb),
-            "remote_nak": In(1),
-            "remote_credit_limit": In(CREDIT_BITS),
+            **_between_halves(c),
             "replay_level": Out(range(c.replay_flits + 1)),
         }
         members.update({name: Out(COUNTER_BITS) for name in TX_COUNTERS})
@@ -518,20 +526,10 @@ class LinkReceiver(wiring.Component):
         _check_config(config)
         self.config = config
         c = config
-        sb = c.seq_bits
         members = {
             "phy_rx": In(stream.Signature(phy_flit_layout(c.lanes), always_ready=True)),
             "rx_packet": Out(stream.Signature(packet_beat_layout())),
-            # to our transmitter half
-            "ack_seq": Out(sb),
-            "credit_limit": Out(CREDIT_BITS, init=c.rx_buffer_flits % (1 << CREDIT_BITS)),
-            "nak_request": Out(1),
-            "ctrl_request": Out(1),
-            "header_sent": In(1),
-            "remote_valid": Out(1),
-            "remote_ack_seq": Out(sb),
-            "remote_nak": Out(1),
-            "remote_credit_limit": Out(CREDIT_BITS),
+            **{name: member.flip() for name, member in _between_halves(c).items()},
             "rx_buffer_level": Out(range(c.rx_buffer_flits + 1)),
         }
         members.update({name: Out(COUNTER_BITS) for name in RX_COUNTERS})
@@ -796,11 +794,8 @@ class LinkLayer(wiring.Component):
         wiring.connect(m, rx.rx_packet, wiring.flipped(self.rx_packet))
         m.d.comb += [
             tx.link_up.eq(self.link_up),
-            tx.ack_seq.eq(rx.ack_seq), tx.credit_limit.eq(rx.credit_limit),
-            tx.nak_request.eq(rx.nak_request), tx.ctrl_request.eq(rx.ctrl_request),
-            rx.header_sent.eq(tx.header_sent),
-            tx.remote_valid.eq(rx.remote_valid), tx.remote_ack_seq.eq(rx.remote_ack_seq),
-            tx.remote_nak.eq(rx.remote_nak), tx.remote_credit_limit.eq(rx.remote_credit_limit),
+            *[getattr(tx, n).eq(getattr(rx, n)) if member.flow == In else
+              getattr(rx, n).eq(getattr(tx, n)) for n, member in _between_halves(self.config).items()],
             self.replay_level.eq(tx.replay_level),
             self.rx_buffer_level.eq(rx.rx_buffer_level),
         ]
