@@ -4,7 +4,7 @@ Subcommands:
 
 * ``ndpdimm demo``    a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
 * ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
-  ``cosim/bench_cosim.py``)
+  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
@@ -46,10 +46,12 @@ def _parser():
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
-    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "all"), default="all",
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "all"),
+                   default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
-                        "(cosim/bench_cosim.py)")
+                        "(cosim/bench_cosim.py); dimm_link: link goodput, latency and goodput "
+                        "under bit errors (cosim/bench_link.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -119,6 +121,9 @@ def main(argv=None):
                 units = (args.units,) if args.units else (256, 16)
                 run_cosim_bench(units=units, build_options=args.build_options,
                                 out=f"{args.out_dir}/cosim.json")
+            if args.suite in ("dimm_link", "all"):
+                from ndpdimm.cosim.bench_link import run_link_bench
+                run_link_bench(out=f"{args.out_dir}/dimm_link.json", jobs=args.jobs or 2)
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
