@@ -62,7 +62,8 @@ def _parser():
     b.add_argument("--ring-beats", type=_positive, default=None,
                    help="dram_gemv: weight streamer ring depth in beats (8)")
     b.add_argument("--jobs", type=_positive, default=None,
-                   help="dram_gemv: simulator processes run in parallel (default: CPU count, max 4)")
+                   help="dram_gemv, dimm_link: simulator processes run in parallel (default: CPU "
+                        "count, max 4; dimm_link 2)")
     b.add_argument("--points-file", default=None,
                    help="dram_gemv: JSON list of points to run instead of the default set "
                         "(see cosim/bench_dram_gemv.py; e.g. bench/dram_gemv_points.json)")
