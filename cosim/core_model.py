@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from ndpdimm.hw.descriptors import (GemvOp, Opcode, act_descriptor_layout, dma_descriptor_layout,
-                                    gemv_descriptor_layout, header_layout, link_descriptor_layout)
+                                    gemv_descriptor_layout, header_layout, link_descriptor_layout,
+                                    relayout_descriptor_layout)
 from ndpdimm.hw.formats import Dtype, slot_cycles
 from ndpdimm.hw.gemv_engine import GemvEngine
 from ndpdimm.hw.memory_port import Status
@@ -70,8 +71,8 @@ def _elems(raw: bytes, dtype: Dtype, shape) -> torch.Tensor:
 
 
 def descriptor_layouts(capacity_bytes: int, sram_size: int) -> dict:
-    """``{Opcode: StructLayout}`` for GEMV, DMA and the activation opcodes, at the field widths
-    the command processor and the activation sequencer use for this DIMM and SRAM."""
+    """``{Opcode: StructLayout}`` for GEMV, DMA, the activation and the DIMM-Link opcodes, at the
+    field widths the command processor and the blocks it drives use for this DIMM and SRAM."""
     dram_bits = capacity_bytes.bit_length() - 1
     sram_bits = sram_size.bit_length() - 1
     act = act_descriptor_layout(sram_bits)
@@ -79,6 +80,7 @@ def descriptor_layouts(capacity_bytes: int, sram_size: int) -> dict:
     return {Opcode.GEMV: gemv_descriptor_layout(dram_bits, sram_bits),
             Opcode.DMA: dma_descriptor_layout(dram_bits, sram_bits),
             Opcode.LINK_SEND: link, Opcode.ATOMIC_ADD: link,
+            Opcode.RELAYOUT: relayout_descriptor_layout(dram_bits, sram_bits),
             **{op: act for op in ACT_OPCODES}}
 
 

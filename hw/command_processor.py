@@ -13,13 +13,17 @@ it has completed). Each descriptor is checked *before anything is started*;
 the first failing check gives its ``Status`` and the descriptor completes
 with no side effect:
 
-* opcode 0 or > 9: ``BAD_OPCODE``; ``RELAYOUT`` (not yet built): ``UNSUPPORTED``;
-  ``LINK_SEND``/``ATOMIC_ADD`` in a core built without DIMM-Link
-  (``link_cmd_layout=None``): ``UNSUPPORTED``.
+* opcode 0 or > 9: ``BAD_OPCODE``; ``LINK_SEND``/``ATOMIC_ADD``/``RELAYOUT`` in a
+  core built without DIMM-Link (``link_cmd_layout=None``): ``UNSUPPORTED``.
 * LINK_SEND / ATOMIC_ADD: handed to the link transaction layer
   (``hw/link_transaction.py``), which checks ``dest`` against the chain set in
   ``LINK_ID``, alignment and the local SRAM range before sending anything; the
   target DIMM checks the remote range (``REMOTE_RANGE``).
+* RELAYOUT: the whole descriptor goes to the relayout unit
+  (``hw/relayout_unit.py``), which checks its fields, alignment, the window
+  (``window_base``/``window_limit``, the ``WINDOW_BASE``/``WINDOW_LIMIT``
+  registers, also given to the link target for remote DRAM writes) and the
+  SRAM range before it borrows the DMA engine and the link initiator.
 * GEMV: ``op`` > 2, dtype 3, batch above the engine's ``max_batch``,
   ``n_rows``/``n_cols``/``n_idx`` giving more outputs or steps than the engine's
   counters hold: ``BAD_FIELD``; ``w_base`` not 64 B aligned, ``x_addr``/``x_pitch``
@@ -52,7 +56,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .descriptors import (DESCRIPTOR_BITS, GemvOp, Opcode, dma_descriptor_layout,
-                          gemv_descriptor_layout, link_descriptor_layout)
+                          gemv_descriptor_layout, link_descriptor_layout, relayout_descriptor_layout)
 from .link_formats import LinkOp
 from .formats import Dtype, GemvMode, check_int
 from .memory_port import Status, status_layout
@@ -95,6 +99,7 @@ class CommandProcessor(wiring.Component):
         self.gemv_layout = gemv_descriptor_layout(self.dram_bits, self.sram_bits)
         self.dma_layout = dma_descriptor_layout(self.dram_bits, self.sram_bits)
         self.link_layout = link_descriptor_layout(self.sram_bits)
+        self.relayout_layout = relayout_descriptor_layout(self.dram_bits, self.sram_bits)
         self.has_link = link_cmd_layout is not None
         link_ports = {}
         if self.has_link:
@@ -103,6 +108,10 @@ class CommandProcessor(wiring.Component):
                 "link_status": In(stream.Signature(status_layout())),
                 "link_my_id": Out(4),
                 "link_n_dimms": Out(5),
+                "relayout_desc": Out(stream.Signature(self.relayout_layout)),
+                "relayout_status": In(stream.Signature(status_layout())),
+                "window_base": Out(CSR_DATA_BITS),
+                "window_limit": Out(CSR_DATA_BITS),
             }
         super().__init__({
             **link_ports,
@@ -319,6 +328,8 @@ class CommandProcessor(wiring.Component):
                 lp.dest.eq(lk.dest), lp.remote_addr.eq(lk.remote), lp.local_addr.eq(lk.sram),
                 lp.n_bytes.eq(lk.n_bytes),
                 self.link_my_id.eq(regs["LINK_ID"][:4]), self.link_n_dimms.eq(regs["LINK_ID"][4:9]),
+                self.relayout_desc.payload.as_value().eq(desc[:self.relayout_layout.size]),
+                self.window_base.eq(win_lo), self.window_limit.eq(win_hi),
             ]
         dp = self.dma_desc.payload
         m.d.comb += [dp.to_dram.eq(dm.to_dram), dp.dram_addr.eq(dm.dram), dp.sram_addr.eq(dm.sram),
@@ -349,15 +360,14 @@ class CommandProcessor(wiring.Component):
                         m.next = "COMPLETE"
                     with m.Case(Opcode.ACT, Opcode.SOFTMAX, Opcode.ELTWISE):
                         m.next = "ACT"
-                    with m.Case(Opcode.LINK_SEND, Opcode.ATOMIC_ADD):
-                        if self.has_link:
-                            m.next = "LINK"
-                        else:
-                            m.d.sync += code.eq(Status.UNSUPPORTED)
-                            m.next = "COMPLETE"
-                    with m.Case(Opcode.RELAYOUT):
-                        m.d.sync += code.eq(Status.UNSUPPORTED)
-                        m.next = "COMPLETE"
+                    for opcodes, state in (((Opcode.LINK_SEND, Opcode.ATOMIC_ADD), "LINK"),
+                                           ((Opcode.RELAYOUT,), "RELAYOUT")):
+                        with m.Case(*opcodes):
+                            if self.has_link:
+                                m.next = state
+                            else:
+                                m.d.sync += code.eq(Status.UNSUPPORTED)
+                                m.next = "COMPLETE"
                     with m.Default():
                         m.d.sync += code.eq(Status.BAD_OPCODE)
                         m.next = "COMPLETE"
@@ -414,6 +424,7 @@ class CommandProcessor(wiring.Component):
             hand_over("ACT", self.act_desc, self.act_status)
             if self.has_link:
                 hand_over("LINK", self.link_cmd, self.link_status)
+                hand_over("RELAYOUT", self.relayout_desc, self.relayout_status)
             with m.State("COMPLETE"):
                 m.d.comb += cq.w_en.eq(1)
                 with m.If(cq.w_rdy):

@@ -29,7 +29,9 @@ Operations and their data layouts:
 * ``ATOMIC_ADD`` - adds ``n_bytes`` of FP32 (``int32 = 0``) or INT32 lanes from
   this SRAM into DIMM ``dest``'s SRAM at ``remote`` (same layout).
   In a core built without DIMM-Link both complete with ``Status.UNSUPPORTED``.
-* ``RELAYOUT`` - defined; completes with ``Status.UNSUPPORTED`` (not built yet).
+* ``RELAYOUT`` - converts a tensor between striped and localized layout over
+  a group of DIMMs (``relayout_descriptor_layout``; semantics and checks in
+  ``hw/relayout_unit.py``). Needs DIMM-Link (else ``Status.UNSUPPORTED``).
 * ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations SRAM to SRAM
   (``act_descriptor_layout``; semantics and checks in
   ``hw/activation_sequencer.py``).
@@ -42,6 +44,7 @@ from amaranth.lib import data
 
 __all__ = ["Opcode", "GemvOp", "DESCRIPTOR_BITS", "header_layout", "gemv_descriptor_layout",
            "dma_descriptor_layout", "act_descriptor_layout", "link_descriptor_layout",
+           "relayout_descriptor_layout", "RELAYOUT_COUNT_BITS",
            "DRAM_ADDR_BITS", "SRAM_ADDR_BITS", "REMOTE_ADDR_BITS"]
 
 DESCRIPTOR_BITS = 256
@@ -50,6 +53,8 @@ DRAM_ADDR_BITS = 35
 SRAM_ADDR_BITS = 17
 #: Width of a remote (target DIMM's) byte address in a DIMM-Link descriptor.
 REMOTE_ADDR_BITS = 40
+#: Width of a RELAYOUT descriptor's block count.
+RELAYOUT_COUNT_BITS = 24
 
 
 class Opcode(enum.IntEnum):
@@ -125,4 +130,20 @@ def link_descriptor_layout(sram_bits: int = SRAM_ADDR_BITS) -> data.StructLayout
         "opcode": 4, "id": 12,
         "read": 1, "int32": 1, "dest": 4, "remote": REMOTE_ADDR_BITS,
         "sram": sram_bits, "n_bytes": sram_bits + 1,
+    })
+
+
+def relayout_descriptor_layout(dram_bits: int = DRAM_ADDR_BITS,
+                               sram_bits: int = SRAM_ADDR_BITS) -> data.StructLayout:
+    """RELAYOUT: ``to_localized`` (1: striped -> localized, 0: localized -> striped), the group
+    (DIMM ids ``group_base`` .. ``group_base + group_dimms - 1``; member ``j`` is DIMM
+    ``group_base + j``), ``target`` (member index of the DIMM holding the localized tensor),
+    ``block_bytes`` and ``n_blocks`` (the tensor), ``src`` (this DIMM's DRAM base of the layout
+    it converts from), ``dst`` (the DRAM base of the layout it converts to, on the receiving
+    DIMMs), ``staging`` (SRAM byte address of two blocks of staging space)."""
+    return _pad({
+        "opcode": 4, "id": 12,
+        "to_localized": 1, "group_base": 4, "group_dimms": 5, "target": 4,
+        "block_bytes": sram_bits + 1, "n_blocks": RELAYOUT_COUNT_BITS,
+        "src": dram_bits, "dst": dram_bits, "staging": sram_bits,
     })

@@ -1,13 +1,31 @@
-"""DIMM-Link transaction layer: remote SRAM writes, reads and atomic adds between DIMMs.
+"""DIMM-Link transaction layer: remote SRAM/DRAM writes, SRAM reads and atomic adds between DIMMs.
 
-One instance per DIMM sits between the command processor, the SRAM and the
-router (``hw/link_router.py``). It has three parts that work at the same time:
+One instance per DIMM sits between the command processor (and the relayout
+unit), the SRAM, the memory system and the router (``hw/link_router.py``). It
+has three parts that work at the same time:
+
+Address spaces
+--------------
+A transaction ``address`` (40 bits) with bit 39 (:data:`DRAM_SPACE`) clear is
+a byte address in the target's SRAM; with bit 39 set, bits 0..38 are a
+DIMM-local byte address in the target's DRAM. DRAM targets take WRITEs only
+(the relayout unit's data path): they need 64 B alignment of address and
+length and must lie inside the target's protection window
+``[window_base, window_limit)`` (its command processor's ``WINDOW_BASE`` /
+``WINDOW_LIMIT``) and its DRAM; otherwise nothing is written and the
+COMPLETION says ``REMOTE_RANGE``. ATOMIC_ADD and READ_REQUEST on DRAM are
+answered with ``REMOTE_RANGE`` too: atomics need a read-modify-write the
+result writer only has for the SRAM, and a DRAM read response would need the
+sender to collect unordered read bursts (host or relayout code reads DRAM by
+local DMA first). A DRAM write needs ``config.max_payload`` to be a multiple
+of 64 B when a transfer spans several packets (the default 1 KiB is).
 
 Initiator (``cmd`` -> ``status``)
 ---------------------------------
 A command (:func:`link_command_layout`): ``op`` (``LinkOp.WRITE``,
 ``READ_REQUEST`` = remote read, ``ATOMIC_ADD_FP32``, ``ATOMIC_ADD_INT32``),
-``dest`` (DIMM id), ``remote_addr`` (byte address in the target's SRAM),
+``dest`` (DIMM id), ``remote_addr`` (transaction address: the target's SRAM, or
+its DRAM with :data:`DRAM_SPACE` set; WRITE only),
 ``local_addr`` (byte address in this SRAM), ``n_bytes``. Checks, in this order,
 in the cycle the command is taken and before anything is sent:
 
@@ -26,7 +44,7 @@ a READ_RESPONSE whose payload this DIMM's target side writes to
 ``reply_address``. The ``status`` beat (``code``, ``cycles`` from taking the
 command) comes when every packet is answered: ``OK``, or the first error a
 target reported (``REMOTE_RANGE``: remote address misaligned or past the
-target's SRAM). A response whose ``tag`` is not the current command's (a late
+target's SRAM, or a DRAM range the target refuses). A response whose ``tag`` is not the current command's (a late
 answer to a timed-out command) is ignored and counted in ``stale_responses``.
 If ``response_timeout`` cycles pass with packets in flight and nothing sent
 or answered, the command ends with ``LINK_TIMEOUT``. ``cmd.ready`` is high only
@@ -36,7 +54,14 @@ Target (``rx``)
 ---------------
 Incoming packets are handled in arrival order, one at a time:
 
-* WRITE / ATOMIC_ADD_FP32 / ATOMIC_ADD_INT32: the payload goes through a
+* WRITE to DRAM: checked as above; the payload words are paired into 64 B
+  bursts and written through the memory-client port ``mem`` (request lane 0,
+  a register, a burst per two payload beats); the COMPLETION is queued only
+  when the memory has acknowledged every burst of the packet, so a reader
+  that sees the completion (or the initiator's status) reads the new data.
+  The target takes the next packet only after that (one packet at a time:
+  about ``2 x words + memory latency`` cycles per packet).
+* WRITE / ATOMIC_ADD_FP32 / ATOMIC_ADD_INT32 to SRAM: the payload goes through a
   :class:`~.result_writer.ResultWriter` (8 lanes of 32 bits per word; ATOMIC
   adds lane by lane: IEEE binary32 with round to nearest even, or INT32
   wrap-around, exactly the result writer's accumulate path), then a COMPLETION
@@ -70,7 +95,7 @@ result writer's time (about 1 cycle per word, 2 for an atomic add) and
 queues the COMPLETION 2 cycles after the writer's status.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -78,14 +103,23 @@ from .activation_feeder import check_sram_geometry
 from .formats import ACC_BITS, RESULT_LANES, check_int
 from .link_formats import WORD_BYTES, LinkConfig, LinkOp, transaction_header_layout
 from .link_router import DIMM_ID_BITS, packet_signature
-from .memory_port import STATUS_CYCLES_BITS, Status, offer_status, status_layout, status_state
+from .dram_config import load_dram_config
+from .memory_port import (BURST_BYTES, STATUS_CYCLES_BITS, Status, memory_client_signature,
+                          offer_status, status_layout, status_state)
 from .result_writer import ResultWriter
 
-__all__ = ["LinkTransaction", "link_command_layout", "REMOTE_ADDR_BITS", "TAG_BITS"]
+__all__ = ["LinkTransaction", "link_command_layout", "REMOTE_ADDR_BITS", "TAG_BITS", "DRAM_SPACE",
+           "WINDOW_BITS"]
 
 #: Width of a remote byte address (``transaction_header_layout.address``).
 REMOTE_ADDR_BITS = 40
+#: Address bit that selects the target's DRAM (set) or SRAM (clear).
+DRAM_SPACE = 1 << (REMOTE_ADDR_BITS - 1)
+#: Width of the ``window_base`` / ``window_limit`` inputs (the command processor's registers).
+WINDOW_BITS = 64
 TAG_BITS = 8
+#: log2 of a DRAM burst: DRAM targets are aligned to it.
+_BURST_SHIFT = (BURST_BYTES - 1).bit_length()
 #: Index width of the result writer (n_out = 8 lanes x up to 255 words).
 _WRITER_INDEX_BITS = 12
 
@@ -123,10 +157,23 @@ class LinkTransaction(wiring.Component):
         Most DIMMs in a chain (sizes the response queue), 2..16.
     response_timeout : int
         Cycles without progress before a command ends with ``LINK_TIMEOUT``.
+    capacity_bytes, ranks : int or None
+        DIMM capacity and rank count of the ``mem`` port (remote DRAM writes);
+        ``None`` takes them from ``load_dram_config()``.
     """
 
     def __init__(self, sram=None, config: LinkConfig = None, *, outstanding: int = 4,
-                 max_dimms: int = 8, response_timeout: int = 1 << 20):
+                 max_dimms: int = 8, response_timeout: int = 1 << 20, capacity_bytes=None,
+                 ranks=None):
+        if capacity_bytes is None or ranks is None:
+            org = load_dram_config()[0]
+            capacity_bytes = org.capacity_bytes if capacity_bytes is None else capacity_bytes
+            ranks = org.ranks if ranks is None else ranks
+        mem = memory_client_signature(capacity_bytes, ranks)      # validates both
+        if capacity_bytes > DRAM_SPACE:
+            raise ValueError(f"capacity_bytes must be at most {DRAM_SPACE:#x} (39 address bits), "
+                             f"got {capacity_bytes!r}")
+        self.capacity_bytes, self.ranks = capacity_bytes, ranks
         self.geometry = g = check_sram_geometry(sram)
         if config is None:
             config = LinkConfig()
@@ -146,6 +193,9 @@ class LinkTransaction(wiring.Component):
             "rx": In(packet_signature()),
             "sram_read": Out(g.port_signature),
             "sram_write": Out(g.port_signature),
+            "mem": Out(mem),
+            "window_base": In(WINDOW_BITS),
+            "window_limit": In(WINDOW_BITS),
             "my_id": In(DIMM_ID_BITS),
             "n_dimms": In(DIMM_ID_BITS + 1),
             "busy": Out(1),
@@ -153,6 +203,7 @@ class LinkTransaction(wiring.Component):
             "packets_received": Out(32),
             "bad_packets": Out(32),
             "stale_responses": Out(32),
+            "dram_bursts_written": Out(32),
         })
 
     def _remote_range_ok(self, m, address, n_words, name):
@@ -161,6 +212,16 @@ class LinkTransaction(wiring.Component):
         end = Signal(REMOTE_ADDR_BITS + 1, name=f"{name}_end")
         m.d.comb += [end.eq(address + n_words * WORD_BYTES),
                      ok.eq((address[:5] == 0) & (end <= self.geometry.size_bytes))]
+        return ok
+
+    def _dram_range_ok(self, m, address, n_words):
+        """Whether ``n_words`` words at DRAM byte ``address`` are whole aligned bursts inside the
+        protection window and the DIMM."""
+        ok = Signal(name="dram_range_ok")
+        end = Signal(REMOTE_ADDR_BITS + 1, name="dram_range_end")
+        m.d.comb += [end.eq(address + n_words * WORD_BYTES),
+                     ok.eq((address[:_BURST_SHIFT] == 0) & (n_words[0] == 0) & (address >= self.window_base) &
+                           (end <= self.window_limit) & (end <= self.capacity_bytes))]
         return ok
 
     def elaborate(self, platform):
@@ -323,6 +384,8 @@ class LinkTransaction(wiring.Component):
         status_code = Signal(4)
 
         in_ok = self._remote_range_ok(m, hdr_in.address, beat.payload_words, "write_range_ok")
+        to_dram = (hdr_in.op == LinkOp.WRITE) & hdr_in.address[REMOTE_ADDR_BITS - 1]
+        dram_ok = self._dram_range_ok(m, hdr_in.address[:REMOTE_ADDR_BITS - 1], beat.payload_words)
         read_ok = self._remote_range_ok(m, hdr_in.address, hdr_in.length_words, "read_range_ok")
 
         def completion(m, header, code_value):
@@ -346,6 +409,27 @@ class LinkTransaction(wiring.Component):
                      writer.results.payload.batch.eq(0),
                      writer.results.payload.index.eq(fed * RESULT_LANES),
                      writer.results.payload.last.eq(fed == words - 1)]
+
+        # Remote DRAM writes: request lane 0 is a register, acknowledgements are always taken.
+        req = self.mem.req[0]
+        dram_burst = Signal(len(req.payload.burst))
+        low = Signal(WORD_BYTES * 8)                # the first word of a burst
+        have_low = Signal()
+        load = Signal()
+        lane_free = ~req.valid | req.ready
+        acks = Signal(range(len(self.mem.resp) + 1))
+        dram_in_flight = Signal(range(self.chunk_words + 2))
+        m.d.comb += acks.eq(sum(r.valid for r in self.mem.resp))
+        for r in self.mem.resp:
+            m.d.comb += r.ready.eq(1)
+        with m.If(load):
+            m.d.sync += [req.valid.eq(1), req.payload.write.eq(1), req.payload.burst.eq(dram_burst),
+                         req.payload.tag.eq(0), req.payload.data.eq(Cat(low, beat.data)),
+                         dram_burst.eq(dram_burst + 1),
+                         self.dram_bursts_written.eq(self.dram_bursts_written + 1)]
+        with m.Elif(req.ready):
+            m.d.sync += req.valid.eq(0)
+        m.d.sync += dram_in_flight.eq(dram_in_flight + load - acks)
 
         with m.FSM(name="target"):
             with m.State("IDLE"):
@@ -375,6 +459,15 @@ class LinkTransaction(wiring.Component):
                                 is_response = hdr_in.op == LinkOp.READ_RESPONSE
                                 with m.If(is_response & (hdr_in.status != Status.OK)):
                                     m.d.sync += [notify_pending.eq(1), status_code.eq(hdr_in.status)]
+                                with m.Elif(to_dram):
+                                    with m.If(~dram_ok):
+                                        completion(m, hdr_in, Status.REMOTE_RANGE)
+                                    with m.Elif(beat.payload_words == 0):
+                                        completion(m, hdr_in, Status.OK)
+                                    with m.Else():
+                                        m.d.sync += [dram_burst.eq(hdr_in.address[_BURST_SHIFT:REMOTE_ADDR_BITS - 1]),
+                                                     have_low.eq(0)]
+                                        m.next = "DRAM_FEED"
                                 with m.Elif(~in_ok):
                                     with m.If(is_response):
                                         m.d.sync += [notify_pending.eq(1), status_code.eq(Status.REMOTE_RANGE)]
@@ -422,6 +515,21 @@ class LinkTransaction(wiring.Component):
                         m.d.sync += [notify_pending.eq(1), status_code.eq(writer.status.payload.code)]
                     with m.Else():
                         completion(m, hdr, writer.status.payload.code)
+                    m.next = "IDLE"
+            with m.State("DRAM_FEED"):
+                # Payload words in pairs: the first waits in `low`, the second completes a burst.
+                m.d.comb += self.rx.ready.eq(~have_low | lane_free)
+                with m.If(self.rx.valid & self.rx.ready):
+                    m.d.sync += have_low.eq(~have_low)
+                    with m.If(~have_low):
+                        m.d.sync += low.eq(beat.data)
+                    with m.Else():
+                        m.d.comb += load.eq(1)
+                    with m.If(beat.last):
+                        m.next = "DRAM_ACKS"
+            with m.State("DRAM_ACKS"):
+                with m.If(~req.valid & (dram_in_flight == 0)):
+                    completion(m, hdr, Status.OK)
                     m.next = "IDLE"
             with m.State("DRAIN"):
                 m.d.comb += self.rx.ready.eq(1)

@@ -10,6 +10,8 @@
                                          +--> ActivationSequencer (+ ActivationUnit)
     host pass-through port --------------------------------------> MemorySystem
     CommandProcessor --> LinkTransaction <--> LinkRouter <--> link_left / link_right   (link=True)
+                     --> RelayoutUnit --> (DmaEngine, LinkTransaction)                     (link=True)
+                         LinkTransaction --mem (remote DRAM writes)--> MemorySystem client 2
     SRAM ports: 0 streamer (index lists), 1 DMA, 2 feeder, 3 writer,
                 4 activation reads, 5 activation writes (6 link reads, 7 link writes)
 
@@ -41,7 +43,14 @@ sides are the packet ports ``link_left_tx``/``link_left_rx`` and
 ``link_right_tx``/``link_right_rx`` (beats of ``packet_beat_layout``), which a
 system connects through DIMM-Link ports (link layer + PHY) to the neighbours.
 A DIMM addressed by itself (``dest`` = its own id) loops back inside the router.
-``CAPS`` bit 48 says whether the link is built.
+``CAPS`` bit 48 says whether the link is built. The link target writes remote
+DRAM WRITEs (transaction address bit 39) through a third memory-system client,
+inside the window of ``WINDOW_BASE``/``WINDOW_LIMIT``. RELAYOUT descriptors
+run on the relayout unit (``hw/relayout_unit.py``), which borrows the DMA
+engine and the link initiator while it runs (their command ports are shared
+with the command processor, selected by the unit's ``busy``: the command
+processor waits for the RELAYOUT meanwhile). A core without the link builds
+none of this, exactly as before.
 
 Cycle behaviour: that of the parts (descriptor dispatch in 3 cycles, then the
 blocks' own pipelines; see their docstrings).
@@ -64,6 +73,7 @@ from .link_router import LEFT, LOCAL, RIGHT, LinkRouter, packet_signature
 from .link_transaction import LinkTransaction
 from .memory_port import connect_memory_client, forward_stream, memory_server_signature
 from .memory_system import MemorySystem
+from .relayout_unit import RelayoutUnit, share_command_port
 from .ndp_registers import CSR_DATA_BITS
 from .result_writer import ResultWriter
 from .sram import BankedSram, SramGeometry
@@ -91,15 +101,17 @@ class NdpCore(wiring.Component):
                  dma_outstanding=16, desc_queue=8, cq_depth=8, act_lanes=16,
                  hierarchical=False, link=False, link_max_payload=1024):
         self.org, self.timing = org, timing
-        self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, queue_depth=queue_depth,
-                                   refresh=refresh)
+        self.memory = MemorySystem(org, timing, n_clients=3 if link else 2, lanes=2,
+                                   queue_depth=queue_depth, refresh=refresh)
         self.has_link = bool(link)
         self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 8 if link else 6)
-        self.link = self.router = None
+        self.link = self.router = self.relayout = None
         if link:
             self.link = LinkTransaction(self.sram_geometry, LinkConfig(max_payload=link_max_payload),
-                                        max_dimms=16)
+                                        max_dimms=16, capacity_bytes=org.capacity_bytes,
+                                        ranks=org.ranks)
             self.router = LinkRouter()
+            self.relayout = RelayoutUnit(self.sram_geometry, capacity_bytes=org.capacity_bytes)
         self.engine = GemvEngine(n_units=n_units, max_batch=max_batch, radix_bits=radix_bits,
                                  hierarchical=hierarchical)
         e = self.engine
@@ -176,8 +188,9 @@ class NdpCore(wiring.Component):
         wiring.connect(m, fd.status, cp.feeder_status)
         wiring.connect(m, cp.writer_cmd, wr.cmd)
         wiring.connect(m, wr.status, cp.writer_status)
-        wiring.connect(m, cp.dma_desc, dma.desc)
-        wiring.connect(m, dma.status, cp.dma_status)
+        if not self.has_link:
+            wiring.connect(m, cp.dma_desc, dma.desc)
+            wiring.connect(m, dma.status, cp.dma_status)
         wiring.connect(m, cp.act_desc, self.act.desc)
         wiring.connect(m, self.act.status, cp.act_status)
         m.d.comb += [
@@ -191,10 +204,21 @@ class NdpCore(wiring.Component):
             m.submodules.router = rt
             wiring.connect(m, lk.sram_read, sram.ports[LINK_READ_PORT])
             wiring.connect(m, lk.sram_write, sram.ports[LINK_WRITE_PORT])
-            wiring.connect(m, cp.link_cmd, lk.cmd)
-            wiring.connect(m, lk.status, cp.link_status)
-            m.d.comb += [lk.my_id.eq(cp.link_my_id), lk.n_dimms.eq(cp.link_n_dimms),
-                         rt.my_id.eq(cp.link_my_id), rt.n_dimms.eq(cp.link_n_dimms)]
+            connect_memory_client(m, lk.mem, ms.clients[2])
+            rl = self.relayout
+            m.submodules.relayout = rl
+            wiring.connect(m, cp.relayout_desc, rl.desc)
+            wiring.connect(m, rl.status, cp.relayout_status)
+            # the relayout unit borrows the DMA engine and the initiator while it runs
+            share_command_port(m, rl.busy, (cp.dma_desc, cp.dma_status), (rl.dma_desc, rl.dma_status),
+                               dma.desc, dma.status)
+            share_command_port(m, rl.busy, (cp.link_cmd, cp.link_status),
+                               (rl.link_cmd, rl.link_status), lk.cmd, lk.status)
+            for block in (lk, rl):
+                m.d.comb += [block.my_id.eq(cp.link_my_id), block.n_dimms.eq(cp.link_n_dimms),
+                             block.window_base.eq(cp.window_base),
+                             block.window_limit.eq(cp.window_limit)]
+            m.d.comb += [rt.my_id.eq(cp.link_my_id), rt.n_dimms.eq(cp.link_n_dimms)]
             forward_stream(m, lk.tx, rt.ins[LOCAL])
             forward_stream(m, rt.outs[LOCAL], lk.rx)
             for side, port in (("left", LEFT), ("right", RIGHT)):

@@ -15,7 +15,8 @@ Layers, lowest first:
   ``write`` / ``read`` of torch tensors (raw little-endian bytes) into either;
 * descriptors: builders for every opcode over the layouts of
   ``hw/descriptors.py`` (``gemv_descriptor``, ``dma_descriptor``,
-  ``act_descriptor``, ``fence``, ``raw_descriptor``), ids allocated 12-bit
+  ``act_descriptor``, ``link_descriptor``, ``atomic_add_descriptor``,
+  ``relayout_descriptor``, ``fence``, ``raw_descriptor``), ids allocated 12-bit
   wrapping; ``submit`` and ``wait``, which raises :class:`NdpError` for a
   descriptor that completed with an error; ``status`` and ``counters``;
 * operations: ``store_weights`` (the weight streamer's layouts,
@@ -557,6 +558,20 @@ class Dimm:
         return self.descriptor(Opcode.ATOMIC_ADD, {"int32": int(bool(int32)), "dest": dest,
                                                    "remote": remote, "sram": sram,
                                                    "n_bytes": n_bytes}, label)
+
+    def relayout_descriptor(self, to_localized, group_dimms, target, block_bytes, n_blocks, src,
+                            dst, staging, *, group_base=0, label="RELAYOUT") -> Descriptor:
+        """RELAYOUT over the group of DIMMs ``group_base .. group_base + group_dimms - 1``
+        (``hw/relayout_unit.py``): ``to_localized=True`` sends this DIMM's blocks of a tensor
+        striped at ``src`` (block ``k`` on member ``k mod D`` at ``src + (k div D) block_bytes``)
+        to member ``target`` at ``dst + k block_bytes``; ``to_localized=False`` sends the tensor
+        localized at ``src`` on member ``target`` back to striped at ``dst``. Issue it on every
+        member of the group and wait for all; ``staging`` is ``2 block_bytes`` of this SRAM.
+        Needs a core built with ``link=True`` and ``set_link_id``."""
+        return self.descriptor(Opcode.RELAYOUT, {
+            "to_localized": int(bool(to_localized)), "group_base": group_base,
+            "group_dimms": group_dimms, "target": target, "block_bytes": block_bytes,
+            "n_blocks": n_blocks, "src": src, "dst": dst, "staging": staging}, label)
 
     def set_link_id(self, dimm_id: int, n_dimms: int):
         """Program ``LINK_ID``: this DIMM's id in the chain and the chain's length (privileged:

@@ -15,7 +15,7 @@ from ndpdimm.hw.activation_feeder import ActivationFeeder
 from ndpdimm.hw.descriptors import act_descriptor_layout
 from ndpdimm.hw.command_processor import CommandProcessor
 from ndpdimm.hw.descriptors import (GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout,
-                                    link_descriptor_layout)
+                                    link_descriptor_layout, relayout_descriptor_layout)
 from ndpdimm.hw.dma_engine import DmaEngine
 from ndpdimm.hw.formats import Dtype, GemvMode, gemv_command_layout
 from ndpdimm.hw.link_formats import LinkOp
@@ -75,7 +75,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
     dut = make_cp(link)
     sim = Simulator(dut)
     sim.add_clock(1e-9)
-    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": [], "act": [], "link": []}
+    seen = {"streamer": [], "engine": [], "feeder": [], "writer": [], "dma": [], "act": [], "link": [],
+            "relayout": []}
     completions, reads = [], {}
 
     async def csr(ctx, addr, data=None):
@@ -93,6 +94,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
         reads["ID"] = await csr(ctx, register("ID").offset)
         await csr(ctx, register("WINDOW_BASE").offset, window[0])
         await csr(ctx, register("WINDOW_LIMIT").offset, window[1])
+        if link:
+            reads["window"] = (ctx.get(dut.window_base), ctx.get(dut.window_limit))
         if link_id:
             await csr(ctx, register("LINK_ID").offset, link_id)
             reads["LINK_ID"] = await csr(ctx, register("LINK_ID").offset)
@@ -119,7 +122,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
         pending = []
         ports = [("streamer", dut.streamer_desc), ("engine", dut.engine_cmd),
                  ("feeder", dut.feeder_cmd), ("writer", dut.writer_cmd), ("dma", dut.dma_desc),
-                 ("act", dut.act_desc)] + ([("link", dut.link_cmd)] if link else [])
+                 ("act", dut.act_desc)] + \
+            ([("link", dut.link_cmd), ("relayout", dut.relayout_desc)] if link else [])
         for _, p in ports:
             ctx.set(p.ready, 1)
         cycle = 0
@@ -129,7 +133,7 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                     seen[name].append(ctx.get(p.payload))
                     if name == "streamer":
                         pending.append(("validate", cycle + 5))
-                    elif name in ("feeder", "writer", "dma", "act", "link"):
+                    elif name in ("feeder", "writer", "dma", "act", "link", "relayout"):
                         pending.append((name, cycle + 20))
             ctx.set(dut.streamer_validated, 0)
             for item in list(pending):
@@ -146,7 +150,8 @@ def run(descs, *, window=WIN, streamer_code=Status.OK, block_code=Status.OK, ext
                     continue
                 port = {"streamer": dut.streamer_status, "feeder": dut.feeder_status,
                         "writer": dut.writer_status, "dma": dut.dma_status,
-                        "act": dut.act_status, "link": getattr(dut, "link_status", None)}[kind]
+                        "act": dut.act_status, "link": getattr(dut, "link_status", None),
+                        "relayout": getattr(dut, "relayout_status", None)}[kind]
                 code = streamer_code if kind == "streamer" else block_code
                 payload = {"code": code, "cycles": 1}
                 if kind == "streamer":
@@ -250,9 +255,9 @@ def test_link_descriptors_go_to_the_transaction_layer():
         return lk.const(f).as_value().value
 
     descs = [link(Opcode.LINK_SEND), link(Opcode.LINK_SEND, read=1), link(Opcode.ATOMIC_ADD),
-             link(Opcode.ATOMIC_ADD, int32=1), raw(Opcode.RELAYOUT)]
+             link(Opcode.ATOMIC_ADD, int32=1)]
     comps, seen, reads = run(descs, link=True, link_id=1 | 3 << 4)
-    assert [c["code"] for c in comps] == [Status.OK] * 4 + [Status.UNSUPPORTED]
+    assert [c["code"] for c in comps] == [Status.OK] * 4 and not seen["relayout"]
     assert [LinkOp(int(c.op)) for c in seen["link"]] == [
         LinkOp.WRITE, LinkOp.READ_REQUEST, LinkOp.ATOMIC_ADD_FP32, LinkOp.ATOMIC_ADD_INT32]
     first = seen["link"][0]
@@ -260,6 +265,25 @@ def test_link_descriptors_go_to_the_transaction_layer():
         (2, 1 << 36, 512, 1024)
     assert reads["LINK_ID"] == 0x31 and all(c["bytes"] == 0 for c in comps)
     comps, _, _ = run([link(Opcode.ATOMIC_ADD)], link=True, block_code=Status.REMOTE_RANGE)
+    assert comps[0]["code"] == Status.REMOTE_RANGE
+
+
+def test_relayout_descriptors_go_to_the_relayout_unit():
+    """With DIMM-Link built, RELAYOUT reaches the relayout unit whole and its status is the
+    completion's; the unit (and the link target) see the window registers."""
+    rl = relayout_descriptor_layout(35, 14)
+    fields = {"opcode": Opcode.RELAYOUT, "id": 5, "to_localized": 1, "group_base": 1,
+              "group_dimms": 3, "target": 2, "block_bytes": 4096, "n_blocks": 777,
+              "src": WIN[0], "dst": 1 << 30, "staging": 8192}
+    descs = [rl.const(fields).as_value().value, raw(Opcode.LINK_SEND)]
+    comps, seen, reads = run(descs, link=True)
+    assert [(c["code"], c["opcode"], c["bytes"]) for c in comps] == [
+        (Status.OK, Opcode.RELAYOUT, 0), (Status.OK, Opcode.LINK_SEND, 0)]
+    assert len(seen["relayout"]) == 1 and len(seen["link"]) == 1 and not seen["dma"]
+    got = seen["relayout"][0]
+    assert {name: int(getattr(got, name)) for name in fields} == {k: int(v) for k, v in fields.items()}
+    assert reads["window"] == WIN
+    comps, _, _ = run([rl.const(fields).as_value().value], link=True, block_code=Status.REMOTE_RANGE)
     assert comps[0]["code"] == Status.REMOTE_RANGE
 
 

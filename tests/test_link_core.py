@@ -2,8 +2,8 @@
 transaction layer and router of a core built with ``link=True``.
 
 One DIMM in a chain of one addresses itself (``dest`` = its own id): the router
-loops the packets back to its own target, so LINK_SEND and ATOMIC_ADD run their
-whole on-chip path (command processor -> initiator -> router -> target ->
+loops the packets back to its own target, so LINK_SEND, ATOMIC_ADD, remote DRAM
+writes and RELAYOUT (a group of one) run their whole on-chip path (command processor -> initiator -> router -> target ->
 result writer -> SRAM, and the completion back) through the driver API. Chains
 of several cores are tested at the transaction level in
 ``tests/test_link_transaction.py``.
@@ -79,7 +79,8 @@ def test_self_addressed_write_read_and_atomics_are_bit_exact(dimm):
     ({"remote": 16}, Status.MISALIGNED),
     ({"sram": 16384 - 32, "n_bytes": 64}, Status.SRAM_RANGE),
     ({"remote": 16384 - 32, "n_bytes": 64}, Status.REMOTE_RANGE),
-    ({"remote": 1 << 39}, Status.REMOTE_RANGE),
+    ({"remote": 1 << 39 | 32}, Status.REMOTE_RANGE),          # DRAM: not a whole burst
+    ({"remote": 1 << 39 | 1 << 36}, Status.REMOTE_RANGE),     # DRAM: past the 32 GiB DIMM
 ])
 def test_bad_link_descriptors_fail_without_side_effect(dimm, fields, status):
     buf = dimm.alloc_sram(64)
@@ -94,6 +95,67 @@ def test_bad_link_descriptors_fail_without_side_effect(dimm, fields, status):
     dimm.free(buf)
 
 
+def _random_bytes(rng, n):
+    return torch.from_numpy(rng.integers(0, 256, n, dtype=np.uint8))
+
+
+def test_self_addressed_dram_write(dimm):
+    """A LINK_SEND to transaction address bit 39 writes the target's DRAM (here: our own)."""
+    rng = np.random.default_rng(2)
+    n = 1536                                         # a 1 KiB packet and a 512 B one
+    src = dimm.alloc_sram(n)
+    dst = dimm.alloc(n)
+    data = _random_bytes(rng, n)
+    dimm.write(src, data)
+    dimm.run([dimm.link_descriptor(0, 1 << 39 | dst.addr, src.addr, n)], "remote DRAM write")
+    assert torch.equal(dimm.read(dst, torch.uint8, (n,)), data)
+    for buf in (src, dst):
+        dimm.free(buf)
+
+
+@pytest.mark.parametrize("block_bytes, n_blocks", [(64, 5), (1024, 3)])
+def test_self_loop_relayout_round_trip(dimm, block_bytes, n_blocks):
+    """A group of one DIMM: RELAYOUT to localized and back runs the whole path (command processor
+    -> relayout unit -> DMA engine and link initiator -> router self-loop -> target -> DRAM)."""
+    rng = np.random.default_rng(block_bytes)
+    n = block_bytes * n_blocks
+    striped, localized, back = dimm.alloc(n), dimm.alloc(n), dimm.alloc(n)
+    staging = dimm.alloc_sram(2 * block_bytes)
+    data = _random_bytes(rng, n)
+    dimm.write(striped, data)
+    there = dimm.relayout_descriptor(True, 1, 0, block_bytes, n_blocks, striped.addr,
+                                     localized.addr, staging.addr)
+    comps = dimm.run([there], "to localized")
+    assert torch.equal(dimm.read(localized, torch.uint8, (n,)), data)
+    home = dimm.relayout_descriptor(False, 1, 0, block_bytes, n_blocks, localized.addr, back.addr,
+                                    staging.addr)
+    comps += dimm.run([home], "to striped")
+    assert torch.equal(dimm.read(back, torch.uint8, (n,)), data)
+    print(f"B={block_bytes} x {n_blocks}: {[c.cycles for c in comps]} cycles")
+    for buf in (striped, localized, back, staging):
+        dimm.free(buf)
+
+
+@pytest.mark.parametrize("fields, status", [
+    ({"group_dimms": 2}, Status.BAD_FIELD),                   # a group past the chain of one
+    ({"block_bytes": 96}, Status.MISALIGNED),
+    ({"dst": (1 << 35) - 64}, Status.DRAM_RANGE),             # destination past the DIMM
+    ({"staging": 16384 - 64}, Status.SRAM_RANGE),
+])
+def test_bad_relayout_descriptors_fail_without_side_effect(dimm, fields, status):
+    src, dst = dimm.alloc(256), dimm.alloc(256)
+    dimm.write(dst, torch.zeros(256, dtype=torch.uint8))
+    f = {"to_localized": True, "group_dimms": 1, "target": 0, "block_bytes": 128, "n_blocks": 2,
+         "src": src.addr, "dst": dst.addr, "staging": 0}
+    f.update(fields)
+    with pytest.raises(NdpError) as err:
+        dimm.run([dimm.relayout_descriptor(**f)], "bad relayout")
+    assert err.value.status == status
+    assert torch.equal(dimm.read(dst, torch.uint8, (256,)), torch.zeros(256, dtype=torch.uint8))
+    for buf in (src, dst):
+        dimm.free(buf)
+
+
 def test_link_id_is_checked(dimm):
     with pytest.raises(ValueError, match="dimm_id"):
         dimm.set_link_id(2, 2)
@@ -103,7 +165,9 @@ def test_link_id_is_checked(dimm):
 
 def test_a_core_without_the_link_reports_unsupported():
     d = Dimm("model", CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4))
-    buf = d.alloc_sram(64)
-    with pytest.raises(NdpError) as err:
-        d.run([d.link_descriptor(0, 0, buf.addr, 64)], "no link")
-    assert err.value.status == Status.UNSUPPORTED
+    buf = d.alloc_sram(128)
+    for desc in (d.link_descriptor(0, 0, buf.addr, 64),
+                 d.relayout_descriptor(True, 1, 0, 64, 1, 0, 4096, buf.addr)):
+        with pytest.raises(NdpError) as err:
+            d.run([desc], "no link")
+        assert err.value.status == Status.UNSUPPORTED

@@ -1,7 +1,8 @@
 """DIMM-Link transaction layer and router: remote writes, reads and atomic adds across a chain.
 
-A chain of DIMMs (each: ``BankedSram`` + ``LinkTransaction`` + ``LinkRouter``)
-with the links between routers modelled as packet FIFOs whose ends stall at
+A chain of DIMMs (``cosim/link_chain.py``: each ``BankedSram`` +
+``LinkTransaction`` + ``LinkRouter``, DRAM behind a ``MemoryPortModel``) with
+the links between routers modelled as packet FIFOs whose ends stall at
 random; the link layer and PHY below are tested in their own files. Every
 SRAM is checked byte for byte against a Python image updated by the golden
 rules (``accumulate_bits`` for atomic adds), including the regions no
@@ -12,71 +13,18 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Elaboratable, Module, Signal
-from amaranth.lib import fifo
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_streams import get, put
 from ndpdimm.cosim.golden import accumulate_bits
+from ndpdimm.cosim.dram_model import SparseStore
+from ndpdimm.cosim.link_chain import BEAT, CAPACITY, SRAM_SIZE, Chain
 from ndpdimm.cosim.sram_access import WORD, check_image, image_words, read_words, write_words
-from ndpdimm.hw.link_formats import LinkConfig, LinkOp, packet_beat_layout, transaction_header_layout
+from ndpdimm.hw.link_formats import LinkOp, transaction_header_layout
 from ndpdimm.hw.link_router import LEFT, LOCAL, RIGHT, LinkRouter, PacketArbiter
-from ndpdimm.hw.link_transaction import LinkTransaction
+from ndpdimm.hw.link_transaction import DRAM_SPACE, LinkTransaction
 from ndpdimm.hw.memory_port import Status
-from ndpdimm.hw.sram import BankedSram, SramGeometry
-
-SRAM_SIZE = 4096
-GEOMETRY = SramGeometry(SRAM_SIZE, 4, 256, 3)
-CONFIG = LinkConfig(max_payload=128)          # 4 words per packet: transfers span several packets
-BEAT = packet_beat_layout()
-
-
-class Chain(Elaboratable):
-    """``n`` DIMMs in a chain; ``stall[k]`` holds link FIFO ``k``'s output (2 per neighbour pair)."""
-
-    def __init__(self, n, outstanding=2, response_timeout=1 << 20):
-        self.n = n
-        self.srams = [BankedSram(SRAM_SIZE, 4, 256, 3) for _ in range(n)]
-        self.units = [LinkTransaction(GEOMETRY, CONFIG, outstanding=outstanding, max_dimms=max(n, 2),
-                                      response_timeout=response_timeout) for _ in range(n)]
-        self.routers = [LinkRouter() for _ in range(n)]
-        self.links = [fifo.SyncFIFOBuffered(width=BEAT.size, depth=4) for _ in range(2 * (n - 1))]
-        self.stall = Signal(max(len(self.links), 1))
-
-    def tb_port(self, i):
-        return self.srams[i].ports[2]
-
-    def elaborate(self, platform):
-        m = Module()
-        for i, (sram, unit, router) in enumerate(zip(self.srams, self.units, self.routers)):
-            m.submodules[f"sram{i}"] = sram
-            m.submodules[f"unit{i}"] = unit
-            m.submodules[f"router{i}"] = router
-            for name, port in (("sram_read", 0), ("sram_write", 1)):
-                src, dst = getattr(unit, name), sram.ports[port]
-                m.d.comb += [dst.req.valid.eq(src.req.valid), dst.req.payload.eq(src.req.payload),
-                             src.req.ready.eq(dst.req.ready), src.resp.valid.eq(dst.resp.valid),
-                             src.resp.payload.eq(dst.resp.payload), dst.resp.ready.eq(src.resp.ready)]
-            m.d.comb += [unit.my_id.eq(i), unit.n_dimms.eq(self.n), router.my_id.eq(i),
-                         router.n_dimms.eq(self.n)]
-            self._join(m, unit.tx, router.ins[LOCAL])
-            self._join(m, router.outs[LOCAL], unit.rx)
-        # Chain ends: nothing comes in; anything sent out is taken (and would be lost).
-        for end, side in ((self.routers[0], LEFT), (self.routers[-1], RIGHT)):
-            m.d.comb += [end.ins[side].valid.eq(0), end.outs[side].ready.eq(1)]
-        for k, link in enumerate(self.links):
-            m.submodules[f"link{k}"] = link
-            pair, direction = divmod(k, 2)
-            src = self.routers[pair].outs[RIGHT] if direction == 0 else self.routers[pair + 1].outs[LEFT]
-            dst = self.routers[pair + 1].ins[LEFT] if direction == 0 else self.routers[pair].ins[RIGHT]
-            m.d.comb += [link.w_en.eq(src.valid), link.w_data.eq(src.payload), src.ready.eq(link.w_rdy),
-                         dst.valid.eq(link.r_rdy & ~self.stall[k]), dst.payload.eq(link.r_data),
-                         link.r_en.eq(dst.ready & ~self.stall[k])]
-        return m
-
-    @staticmethod
-    def _join(m, src, dst):
-        m.d.comb += [dst.valid.eq(src.valid), dst.payload.eq(src.payload), src.ready.eq(dst.ready)]
+from ndpdimm.hw.sram import SramGeometry
 
 
 def _f32_words(rng, n_words, special=False):
@@ -89,16 +37,21 @@ def _f32_words(rng, n_words, special=False):
 
 
 class Golden:
-    """SRAM images of every DIMM and the rules of each operation."""
+    """SRAM images and DRAM contents of every DIMM and the rules of each operation."""
 
     def __init__(self, rng, n):
         self.images = [bytearray(rng.randbytes(SRAM_SIZE)) for _ in range(n)]
+        self.drams = [SparseStore(CAPACITY) for _ in range(n)]
+        self.dram_regions = [[] for _ in range(n)]      # (address, bytes) written, to compare
 
     def apply(self, src, cmd):
         op, dest = cmd["op"], cmd["dest"]
         remote, local, n = cmd["remote_addr"], cmd["local_addr"], cmd["n_bytes"]
         here, there = self.images[src], self.images[dest]
-        if op == LinkOp.WRITE:
+        if op == LinkOp.WRITE and remote & DRAM_SPACE:
+            self.drams[dest].write(remote - DRAM_SPACE, bytes(here[local:local + n]))
+            self.dram_regions[dest].append((remote - DRAM_SPACE, n))
+        elif op == LinkOp.WRITE:
             there[remote:remote + n] = here[local:local + n]
         elif op == LinkOp.READ_REQUEST:
             here[local:local + n] = there[remote:remote + n]
@@ -115,12 +68,13 @@ def _random_stalls(prob):
     return stall
 
 
-def _run(chain, golden, programs, rng=None, stall=None, cycles_limit=200_000):
+def _run(chain, golden, programs, rng=None, stall=None, cycles_limit=200_000, monitor=None):
     """Load every SRAM with ``golden``'s images, run ``programs[i]`` (list of (cmd, expected
     status)) on DIMM i, apply the programs to ``golden`` (in DIMM order: tests keep them
-    commuting) and compare every SRAM with it.
+    commuting) and compare every SRAM and the DRAM regions written with it.
 
-    ``stall(ctx, rng)`` gives the link-stall mask of each cycle (none by default)."""
+    ``stall(ctx, rng)`` gives the link-stall mask of each cycle (none by default);
+    ``monitor`` is an extra simulator process."""
     results = {}
     initial = [bytes(image) for image in golden.images]
     for i, program in programs.items():
@@ -155,6 +109,10 @@ def _run(chain, golden, programs, rng=None, stall=None, cycles_limit=200_000):
             await ctx.tick()
 
     sim.add_testbench(loader)
+    if any(golden.dram_regions):            # the memory models cost simulation time: only if used
+        chain.serve_drams(sim)
+    if monitor is not None:
+        sim.add_process(monitor)
     for i in programs:
         sim.add_testbench(driver(i))
     if chain.links and stall:
@@ -184,6 +142,9 @@ def _run(chain, golden, programs, rng=None, stall=None, cycles_limit=200_000):
         assert results[i] == [want for _, want in program], f"DIMM {i} statuses"
     for i in range(chain.n):
         check_image(dumps[i], bytes(golden.images[i]), f"DIMM {i}: ")
+        for addr, n in golden.dram_regions[i]:
+            assert chain.drams[i].dump(addr, n) == golden.drams[i].read(addr, n), \
+                f"DIMM {i}: DRAM [{addr:#x}, +{n}) differs"
     return dumps
 
 
@@ -321,6 +282,97 @@ def test_a_lost_response_times_out_and_late_answers_are_ignored():
 
     dumps = _run(chain, golden, {0: program}, stall=hold_until_timeout)
     assert dumps["counters"][0][3] == 1            # one stale completion
+
+
+# ---- remote DRAM targets --------------------------------------------------------------------
+
+def _completions_after_acks(chain, checked):
+    """A monitor process: every COMPLETION a target sends must find acknowledged every DRAM burst
+    of the DRAM WRITE packets that target took before it (all of a test's DRAM writes are
+    accepted ones). ``checked[i]`` counts the completions checked on DIMM ``i``."""
+    header_mask = (1 << transaction_header_layout.size) - 1
+    units = chain.units
+    ranks = len(units[0].mem.resp)
+    per = 6 + 2 * ranks
+
+    def header(beat):
+        return transaction_header_layout.from_bits(beat.data & header_mask)
+
+    async def monitor(ctx):
+        need = [[] for _ in units]          # acks each queued completion needs, in order
+        taken = [0] * len(units)
+        acked = [0] * len(units)
+        sigs = []
+        for u in units:
+            sigs += [u.rx.valid, u.rx.ready, u.rx.payload, u.tx.valid, u.tx.ready, u.tx.payload]
+            sigs += [x for r in u.mem.resp for x in (r.valid, r.ready)]
+        async for _, _, *v in ctx.tick().sample(*sigs):
+            for i in range(len(units)):
+                rx_v, rx_r, rx_p, tx_v, tx_r, tx_p, *resp = v[i * per:(i + 1) * per]
+                if tx_v and tx_r and tx_p.first and header(tx_p).op == LinkOp.COMPLETION:
+                    want = need[i].pop(0)
+                    assert acked[i] >= want, \
+                        f"DIMM {i}: completion after {acked[i]} of {want} DRAM acknowledgements"
+                    checked[i] += 1
+                acked[i] += sum(bool(resp[k] and resp[k + 1]) for k in range(0, 2 * ranks, 2))
+                if rx_v and rx_r and rx_p.first:
+                    h = header(rx_p)
+                    if h.op == LinkOp.WRITE and h.address & DRAM_SPACE:
+                        taken[i] += rx_p.payload_words // 2
+                    if h.op in (LinkOp.WRITE, LinkOp.ATOMIC_ADD_FP32, LinkOp.ATOMIC_ADD_INT32):
+                        need[i].append(taken[i])
+    return monitor
+
+
+def test_remote_dram_writes_complete_after_the_memory_acknowledged_them():
+    """DRAM writes between three DIMMs (through the middle one, to itself, mixed with SRAM
+    writes), a slow memory with random back-pressure and order, stalling links: the bytes land,
+    nothing else is written, and every completion leaves after its bursts' acknowledgements."""
+    rng = random.Random(11)
+    chain = Chain(3, seed=11, min_latency=1, max_latency=60, accept_prob=0.5)
+    golden = Golden(rng, 3)
+    D = DRAM_SPACE
+    programs = {
+        0: [(_cmd(LinkOp.WRITE, 1, D | 0x4_0000, 0, 448), Status.OK),        # 4 packets, last 64 B
+            (_cmd(LinkOp.WRITE, 2, D | 0x8_0000, 512, 256), Status.OK),      # through DIMM 1
+            (_cmd(LinkOp.WRITE, 1, 1024, 1024, 128), Status.OK)],            # SRAM, between
+        1: [(_cmd(LinkOp.WRITE, 0, D | 0x1_0000_0040, 2048, 128), Status.OK)],
+        2: [(_cmd(LinkOp.WRITE, 1, D | 0x5_0000, 1536, 640), Status.OK),
+            (_cmd(LinkOp.WRITE, 2, D | 0x6_0000, 3072, 192), Status.OK)],    # to itself
+    }
+    checked = [0, 0, 0]
+    _run(chain, golden, programs, rng=rng, stall=_random_stalls(0.3),
+         monitor=_completions_after_acks(chain, checked))
+    assert checked == [1, 4 + 1 + 5, 2 + 2]     # packets of 128 B received by each DIMM
+    assert [d.writes for d in chain.drams] == [2, 7 + 10, 4 + 3]      # bursts, none more
+    assert all(d.reads == 0 for d in chain.drams)
+
+
+def test_remote_dram_writes_outside_the_window_or_misaligned_are_refused():
+    """The target writes nothing and answers REMOTE_RANGE for a DRAM range outside its window or
+    its DRAM, misaligned to a burst, of an odd number of words, and for atomics and reads of
+    DRAM; the link keeps working."""
+    rng = random.Random(12)
+    lo, hi = 0x10000, 0x20000
+    chain = Chain(2, windows=[(0, CAPACITY), (lo, hi)])
+    golden = Golden(rng, 2)
+    D = DRAM_SPACE
+    program = [
+        (_cmd(LinkOp.WRITE, 1, D | lo, 0, 256), Status.OK),
+        (_cmd(LinkOp.WRITE, 1, D | (lo - 64), 0, 64), Status.REMOTE_RANGE),      # below the window
+        (_cmd(LinkOp.WRITE, 1, D | (hi - 64), 0, 128), Status.REMOTE_RANGE),     # across its limit
+        (_cmd(LinkOp.WRITE, 1, D | (hi - 64), 0, 64), Status.OK),                # its last burst
+        (_cmd(LinkOp.WRITE, 1, D | (lo + 32), 0, 64), Status.REMOTE_RANGE),      # 32 B aligned only
+        (_cmd(LinkOp.WRITE, 1, D | lo, 0, 96), Status.REMOTE_RANGE),             # 3 words
+        (_cmd(LinkOp.ATOMIC_ADD_FP32, 1, D | lo, 0, 64), Status.REMOTE_RANGE),
+        (_cmd(LinkOp.ATOMIC_ADD_INT32, 1, D | lo, 0, 64), Status.REMOTE_RANGE),
+        (_cmd(LinkOp.READ_REQUEST, 1, D | lo, 0, 64), Status.REMOTE_RANGE),
+        (_cmd(LinkOp.WRITE, 0, D | (CAPACITY - 64), 64, 128), Status.REMOTE_RANGE),  # past the DIMM
+        (_cmd(LinkOp.WRITE, 0, D | (CAPACITY - 64), 64, 64), Status.OK),            # its last burst
+        (_cmd(LinkOp.WRITE, 1, D | (lo + 0x1000), 0, 384), Status.OK),
+    ]
+    _run(chain, golden, {0: program})
+    assert chain.drams[1].writes == (256 + 64 + 384) // 64 and chain.drams[0].writes == 1
 
 
 def test_router_drops_packets_for_missing_dimms_and_u_turns():
