@@ -105,7 +105,8 @@ class LinkBench:
         self.cycles, self.final = 0, {}
         # sampling costs ~25 us per signal per cycle: counters only when asked for
         fast = [[e.dut.tx_packet.ready, e.dut.phy_tx.valid, e.ptx_pay, e.dut.rx_packet.valid,
-                 e.rx_pay, e.dut.rx_buffer_level, e.dut.replay_level] for e in (self.a, self.b)]
+                 e.rx_pay, e.dut.rx_buffer_level, e.dut.replay_level, e.dut.rx_discarding]
+                for e in (self.a, self.b)]
         self.sigs_fast = fast[0] + fast[1]
         self.sigs_full = [s for e, f in zip((self.a, self.b), fast)
                           for s in f + [getattr(e.dut, n) for n in COUNTERS]]
@@ -159,9 +160,9 @@ class LinkBench:
                                                   else self.sigs_fast))
         n = len(values) // 2
         for e, slot, ready, v in zip(ends, slots, readies, (values[:n], values[n:])):
-            tx_ready, ptx_valid, ptx, rx_valid, rx, level, replay_level, *counters = v
+            tx_ready, ptx_valid, ptx, rx_valid, rx, level, replay_level, discarding, *counters = v
             e.state.update(zip(COUNTERS, counters), rx_buffer_level=level,
-                           replay_level=replay_level)
+                           replay_level=replay_level, rx_discarding=discarding)
             if e.cur is not None and tx_ready:
                 if e.next_beat in e.last_beats:
                     e.tx_last_cycles.append(cycle)
@@ -218,11 +219,13 @@ class LinkBench:
                 await self.step(ctx, cycle)
                 cycle += 1
                 settled = (self.a.state["replay_level"] == self.b.state["replay_level"] == 0
+                           and not self.a.state["rx_discarding"] and not self.b.state["rx_discarding"]
                            and self.a.channel.idle() and self.b.channel.idle())
                 quiet = quiet + 1 if settled else 0
             for e in (self.a, self.b):
                 assert e.state["replay_level"] == 0, f"{e.name}: frames never acknowledged"
                 assert e.state["rx_buffer_level"] == 0
+                assert not e.state["rx_discarding"], f"{e.name}: an error episode never ended"
         self.full_sample = True               # one more cycle to read the counters
         await self.step(ctx, cycle)
         self.cycles = cycle + 1
