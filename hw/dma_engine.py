@@ -76,7 +76,7 @@ from .dram_config import load_dram_config
 from .formats import check_int
 from .memory_port import (BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, STATUS_CYCLES_BITS, Status,
                           burst_address_bits, offer_status, status_state, status_layout,
-                          memory_client_signature)
+                          memory_client_signature, take_command_state)
 from .sram import sram_port_signature
 
 __all__ = ["DmaEngine", "dma_descriptor_layout", "dma_status_layout", "N_BYTES_BITS",
@@ -321,11 +321,7 @@ class DmaEngine(wiring.Component):
 
         end = Cat(d.dram_addr, 0) + d.n_bytes
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.desc.ready.eq(1)
-                with m.If(self.desc.valid):
-                    m.d.sync += [d.eq(self.desc.payload), cyc.eq(1)]
-                    m.next = "CHECK"
+            take_command_state(m, self.desc, d, cyc)
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += cyc.eq(cyc + 1)

@@ -39,7 +39,8 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["BURST_BYTES", "BURST_BITS", "CLIENT_TAG_BITS", "Status",
            "memory_request_layout", "memory_response_layout", "memory_client_signature",
            "burst_address_bits", "memory_server_signature", "status_layout", "offer_status",
-           "STATUS_CYCLES_BITS", "status_state", "forward_stream", "connect_memory_client"]
+           "STATUS_CYCLES_BITS", "status_state", "take_command_state", "forward_stream",
+           "connect_memory_client"]
 
 #: One DRAM burst (BL8 on a x64 rank bus).
 BURST_BYTES = 64
@@ -77,6 +78,16 @@ def offer_status(m, status, code, cycles, next_state="STATUS"):
     the block holds it until ``status.ready`` (the blocks' shared completion sequence)."""
     m.d.sync += [status.valid.eq(1), status.payload.code.eq(code), status.payload.cycles.eq(cycles)]
     m.next = next_state
+
+
+def take_command_state(m, cmd, register, cycles, next_state="CHECK"):
+    """The ``IDLE`` FSM state of those blocks: ``cmd.ready`` high, a command is registered in
+    ``register`` and ``cycles`` starts at 1 in the cycle it is taken."""
+    with m.State("IDLE"):
+        m.d.comb += cmd.ready.eq(1)
+        with m.If(cmd.valid):
+            m.d.sync += [register.eq(cmd.payload), cycles.eq(1)]
+            m.next = next_state
 
 
 def status_state(m, status, busy, next_state="IDLE"):

@@ -83,7 +83,7 @@ from .link_formats import LinkOp, WORD_BYTES
 from .link_router import DIMM_ID_BITS
 from .link_transaction import DRAM_SPACE, WINDOW_BITS, link_command_layout
 from .memory_port import (BURST_BYTES, STATUS_CYCLES_BITS, Status, burst_address_bits,
-                          offer_status, status_layout, status_state)
+                          offer_status, status_layout, status_state, take_command_state)
 
 __all__ = ["RelayoutUnit", "share_command_port", "MAX_GROUP_DIMMS"]
 
@@ -240,11 +240,7 @@ class RelayoutUnit(wiring.Component):
 
         size = self.geometry.size_bytes
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.desc.ready.eq(1)
-                with m.If(self.desc.valid):
-                    m.d.sync += [d.eq(self.desc.payload), cyc.eq(1)]
-                    m.next = "CHECK"
+            take_command_state(m, self.desc, d, cyc)
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += cyc.eq(cyc + 1)
