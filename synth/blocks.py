@@ -7,7 +7,8 @@ that do not exist in ``hw/`` yet have no factory: the report lists them as
 "not built yet"; adding one later is one entry here (a factory and a top).
 
 Parameters are the SPEC's defaults (``CoreConfig`` of ``cosim/backend.py``
-for everything but the GEMV units, which default to the SPEC's 256 here).
+for everything but the GEMV units, which default to the SPEC's 256 here;
+``LinkConfig`` for the DIMM-Link port).
 Blocks marked ``per_units`` depend on the unit count (``--units``). The
 engine and the core are elaborated hierarchically: the GEMV unit is one
 Verilog module instantiated ``n_units`` times (``engine_verilog`` /
@@ -85,8 +86,11 @@ BLOCKS = (
           f"{_HERE}:command_processor", per_units=True, core_module="ndp_core.cp"),
     Block("sram", "On-chip SRAM (banked)", "banked_sram", "ndpdimm.hw.sram:BankedSram",
           note="128 KiB, 16 banks of 256-bit words, 6 ports", core_module="ndp_core.sram"),
-    Block("dimm_link", "DIMM-Link", "dimm_link", None, note="not built yet"),
-    Block("relayout_unit", "Relayout unit", "relayout_unit", None, note="not built yet"),
+    Block("dimm_link", "DIMM-Link port (link layer + PHY)", "dimm_link", f"{_HERE}:dimm_link",
+          note="one end of a link: 8 64b/66b lanes, deskew/training, frames with CRC-32C, "
+               "64-flit replay and receive buffers (macros); a DIMM in a chain has two"),
+    Block("relayout_unit", "Relayout unit", "relayout_unit", f"{_HERE}:relayout_unit",
+          note="as NdpCore(link=True) builds it"),
     Block("ndp_core", "NdpCore (top)", "ndp_core", "ndpdimm.hw.ndp_core:ndp_core_verilog",
           per_units=True, note="composed from per-module synthesis with the hierarchy kept"),
 )
@@ -128,6 +132,10 @@ def block_params(block: Block, units: int = DEFAULT_UNITS) -> dict:
     if block.name in ("ndp_core", "command_processor", "bank_scheduler"):
         params = cfg.core_params()
         return {"name": block.top, **params} if block.name == "ndp_core" else params
+    if block.name == "dimm_link":
+        return {}                                   # LinkConfig defaults: SPEC section 1
+    if block.name == "relayout_unit":
+        return cfg.core_params()
     if block.name == "parallel_fp16":
         from .parallel_multiplier import matching_multipliers
         return {"n_multipliers": matching_multipliers(cfg.radix_bits)}
@@ -139,8 +147,10 @@ def _silenced_core(**core_params):
     from ndpdimm.hw.ndp_core import ndp_core_from_config
     core = ndp_core_from_config(**core_params)
     for part in (core, core.memory, core.memory.controller, core.engine, core.streamer, core.dma,
-                 core.feeder, core.writer, core.act, core.act.unit, core.cp):
-        part._MustUse__silence = True
+                 core.feeder, core.writer, core.act, core.act.unit, core.cp, core.link,
+                 core.router, core.relayout):
+        if part is not None:
+            part._MustUse__silence = True
     return core
 
 
@@ -149,6 +159,20 @@ def command_processor(**core_params):
     cp = _silenced_core(**core_params).cp
     cp._MustUse__silence = False
     return cp
+
+
+def relayout_unit(**core_params):
+    """The relayout unit exactly as ``NdpCore(link=True, **core_params)`` builds it."""
+    unit = _silenced_core(link=True, **core_params).relayout
+    unit._MustUse__silence = False
+    return unit
+
+
+def dimm_link(**link_params):
+    """One DIMM-Link port (``LinkConfig(**link_params)``)."""
+    from ndpdimm.hw.link_formats import LinkConfig
+    from ndpdimm.hw.link_port import LinkPort
+    return LinkPort(LinkConfig(**link_params))
 
 
 def bank_scheduler(**core_params):
