@@ -51,7 +51,7 @@ from ndpdimm.hw.ndp_registers import ID_VALUE, REGISTERS, register
 from .act_program import elem_bytes as act_elem_bytes
 from .backend import Backend, Completion, CoreConfig, check_word
 from .core_model import ACT_OPCODES, CoreModel
-from .perf_model import RefreshDebt
+from .perf_model import RefreshDebt, Timing
 
 __all__ = ["ModelBackend", "UnknownDataError", "PERF_COUNTERS"]
 
@@ -129,7 +129,7 @@ class ModelBackend(Backend):
     name = "model"
 
     def __init__(self, config: CoreConfig = CoreConfig(), *, functional: bool = True, perf=None,
-                 perf_path=None, progress: bool = False):
+                 perf_path=None, progress: bool = False, fabric=None, dimm_id: int = 0):
         if not isinstance(config, CoreConfig):
             raise ValueError(f"config must be a CoreConfig, got {config!r}")
         self.config = config
@@ -141,7 +141,16 @@ class ModelBackend(Backend):
         self.perf = perf
         self.core = CoreModel.from_config(config, window=(0, 0))
         self._caps = core_caps(config.n_units, config.sram_size, self.org.ranks, config.max_batch,
-                               config.act_lanes) & _MASK64
+                               config.act_lanes, config.link) & _MASK64
+        # DIMM-Link: a core built with the link joins a chain (its own, of one DIMM, unless a
+        # system passes a shared one); without it link descriptors complete UNSUPPORTED
+        self.fabric, self.dimm_id = None, dimm_id
+        if config.link:
+            from .link_model import LinkFabric
+            self.fabric = LinkFabric(1) if fabric is None else fabric
+            self.fabric.attach(dimm_id, self)
+        elif fabric is not None:
+            raise ValueError("a LinkFabric needs a core built with the link (CoreConfig(link=True))")
         self._regs = {r.name: r.reset for r in REGISTERS if r.access == "rw"}
         self._staging = [0, 0, 0, 0]
         self._queue = deque()            # (word, cycle submitted) not yet completed; head may be dispatched
@@ -337,6 +346,12 @@ class ModelBackend(Backend):
                         f"descriptor {f['id']}: its index list at SRAM {a:#x} was written by a "
                         "descriptor the model only timed (functional=False): its status cannot be "
                         "predicted")
+        if self.fabric is not None and f["opcode"] in (Opcode.LINK_SEND, Opcode.ATOMIC_ADD):
+            status = self.fabric.status(self.dimm_id, self._regs["LINK_ID"], f)
+            if status in (Status.OK, Status.REMOTE_RANGE):
+                self.fabric.apply(self.dimm_id, f)
+            timing = Timing(self.fabric.cycles(self.dimm_id, f, status), self._debt, False)
+            return _Dispatched(f, status, start, timing, 0)
         status = core.expected_status(f)
         if status == Status.OK:
             self._apply(f)

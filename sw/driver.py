@@ -1089,6 +1089,9 @@ class NdpSystem:
     """``n_dimms`` DIMMs, each a :class:`Dimm` on its own backend instance (``system[i]``).
 
     ``backend``: a name (one instance of it per DIMM) or a list of ``n_dimms`` Backend instances.
+    With ``CoreConfig(link=True)`` the DIMMs form a DIMM-Link chain (ids 0..n-1, ``LINK_ID``
+    set): on the model backend their LINK_SEND / ATOMIC_ADD descriptors reach each other
+    (``cosim/link_model.py``); between RTL DIMMs this is refused (separate harnesses).
     """
 
     def __init__(self, n_dimms: int, backend="model", config: CoreConfig | None = None, **kwargs):
@@ -1097,12 +1100,29 @@ class NdpSystem:
         if isinstance(backend, Backend):
             raise ValueError("every DIMM needs its own backend: pass a name or a list of "
                              f"{n_dimms} Backend instances")
+        link = config is not None and config.link
         if isinstance(backend, (list, tuple)):
             if len(backend) != n_dimms or len({id(b) for b in backend}) != n_dimms:
                 raise ValueError(f"expected {n_dimms} distinct Backend instances, got {len(backend)}")
+            if link and n_dimms > 1:
+                raise ValueError("a DIMM-Link system builds its own model backends: pass "
+                                 "backend='model', not instances")
             self.dimms = [Dimm(b, config, **kwargs) for b in backend]
+        elif link and n_dimms > 1:
+            # DIMM-Link: one chain joining the DIMMs' models (cosim/link_model.py); RTL cores in
+            # separate harness instances cannot reach each other
+            if backend != "model":
+                raise ValueError(f"DIMM-Link between {n_dimms} DIMMs runs on the model backend "
+                                 f"only (each RTL DIMM is its own harness instance), got {backend!r}")
+            from ndpdimm.cosim.link_model import LinkFabric
+            self.fabric = LinkFabric(n_dimms)
+            self.dimms = [Dimm(backend, config, fabric=self.fabric, dimm_id=i, **kwargs)
+                          for i in range(n_dimms)]
         else:
             self.dimms = [Dimm(backend, config, **kwargs) for _ in range(n_dimms)]
+        if link:
+            for i, d in enumerate(self.dimms):
+                d.set_link_id(i, n_dimms)
         self.last_run: SystemRun | None = None
 
     def __len__(self):
