@@ -183,9 +183,11 @@ def test_build_is_cached(core):
     assert build_harness(SMALL, progress=False) == core.library
 
 
+@pytest.mark.sim
 def test_waveform_window(tmp_path):
     """A VCD of NDP cycles 40..90 only: standard header, the core's ports, and every
-    timestamp inside the window."""
+    timestamp inside the window. In the full regression (``make sim``) only: the traced
+    build of the core takes about 8 minutes, the longest single item of ``make test``."""
     path = tmp_path / "core.vcd"
     prog = Program(SMALL)
     with RtlBackend(SMALL, waves=(path, 40, 90)) as b:
