@@ -72,8 +72,11 @@ Receiver (:class:`LinkReceiver`)
   (``malformed_frames``, detected on the header flit), or an expected frame
   that does not fit the free buffer (``overflows``: the partner broke the
   credit rule or the length was corrupted) -> the partial frame is dropped, a
-  NAK is requested (it rides on the next frame header this end sends, then is
-  cleared: once per episode) and every flit is discarded until a RESYNC flit.
+  NAK is requested (it goes out in a LINK_CTRL frame of its own, ahead of data
+  frames at the next frame boundary - data frame headers never carry a NAK,
+  because a partner in an error episode of its own reads only one-flit
+  LINK_CTRL frames - then is cleared: once per episode) and every flit is
+  discarded until a RESYNC flit.
   While discarding, a DATA flit that is on its own a good one-flit LINK_CTRL
   frame (frame type and CRC-32C check as a frame's first and last flit) still
   delivers its ack, NAK and credit fields: otherwise two ends that both drop
@@ -233,6 +236,7 @@ def _between_halves(c: LinkConfig) -> dict:
         "nak_request": In(1),
         "ctrl_request": In(1),
         "header_sent": Out(1),   # a header with the above values went out this cycle
+        "ctrl_sent": Out(1),     # ... and it was a LINK_CTRL frame's (the only ones with a NAK)
         # from the receiver half: the partner's fields of a good frame (one-cycle pulse)
         "remote_valid": In(1),
         "remote_ack_seq": In(sb),
@@ -451,6 +455,12 @@ class LinkTransmitter(wiring.Component):
                 m.d.sync += [replay_pending.eq(0),
                              send_seq.eq(acked_seq), send_ptr.eq(ack_ptr), send_cum.eq(ack_cum)]
                 count("replays")
+            with m.Elif(self.nak_request & ~(s1_valid & s1_first & (s1_kind == _Item.CTRL))):
+                # A NAK goes first, in its own one-flit LINK_CTRL frame: a partner in an error
+                # episode of its own reads only those (data frame headers never carry NAKs).
+                m.d.comb += [issue.eq(1), issue_kind.eq(_Item.CTRL), issue_first.eq(1),
+                             issue_last.eq(1)]
+                count("ctrl_frames_sent")
             with m.Elif(frame_avail & (~is_new | (credit_room >= send_flits))):
                 m.d.comb += [issue.eq(1), issue_kind.eq(_Item.DATA), issue_first.eq(1),
                              issue_last.eq(send_flits == 1)]
@@ -482,10 +492,9 @@ class LinkTransmitter(wiring.Component):
         m.d.comb += patched.eq(Mux(s1_kind == _Item.DATA, buf_r.data, 0))
         has_header = s1_first & (s1_kind != _Item.RESYNC)
         with m.If(has_header):
-            m.d.comb += [ph.ack_seq.eq(self.ack_seq), ph.nak.eq(self.nak_request),
-                         ph.credit_limit.eq(self.credit_limit)]
+            m.d.comb += [ph.ack_seq.eq(self.ack_seq), ph.credit_limit.eq(self.credit_limit)]
             with m.If(s1_kind == _Item.CTRL):
-                m.d.comb += ph.frame_type.eq(FrameType.LINK_CTRL)
+                m.d.comb += [ph.frame_type.eq(FrameType.LINK_CTRL), ph.nak.eq(self.nak_request)]
         crc = m.submodules.crc = Crc32cStep(fb)
         crc_next = crc.next
         m.d.comb += [crc.state.eq(Mux(s1_first, _CRC_INIT, crc_reg)), crc.data.eq(patched)]
@@ -493,7 +502,8 @@ class LinkTransmitter(wiring.Component):
         m.d.comb += final.eq(patched)
         with m.If(s1_last):
             m.d.comb += final[fb - _CRC_BITS:].eq(~crc_next)
-        m.d.comb += self.header_sent.eq(s1_adv & has_header)
+        m.d.comb += [self.header_sent.eq(s1_adv & has_header),
+                     self.ctrl_sent.eq(s1_adv & has_header & (s1_kind == _Item.CTRL))]
 
         with m.If(s1_adv):
             m.d.sync += [out_valid.eq(1), out_data.eq(final), crc_reg.eq(crc_next),
@@ -681,7 +691,9 @@ class LinkReceiver(wiring.Component):
                                           | nak_pending | reack_pending)]
         with m.If(self.header_sent):
             m.d.sync += [adv_ack.eq(expected), adv_credit.eq(self.credit_limit),
-                         reack_pending.eq(0), nak_pending.eq(0), nak_timer.eq(0)]
+                         reack_pending.eq(0)]
+        with m.If(self.ctrl_sent):
+            m.d.sync += [nak_pending.eq(0), nak_timer.eq(0)]
             with m.If(nak_pending):
                 count("naks_sent")
         with m.If(discard & ~nak_pending):
