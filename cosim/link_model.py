@@ -25,30 +25,45 @@ ATOMIC_ADD descriptor, the fabric:
 * **times** it with :meth:`LinkFabric.cycles`: dispatch, the one-way latency
   of each hop, the frames' time on the wire at the link's framing rate, the
   target's write rate when slower (atomic adds: two SRAM accesses per word;
-  DRAM: about two cycles per word plus a memory round trip per packet), and
+  DRAM: one cycle per word plus 22 per packet), and
   the completion's way back.
 
 Where the numbers come from: the framing rate and the 64 B one-way latency are
 the RTL link bench's measurements (``bench/results/dimm_link.json``: goodput
 within 0.2 % of the framing formula used here, 25 cycles for 64 B at a 2-cycle
 channel); dispatch, per-packet and per-word costs of the target are fitted to
-the RTL harness with one DIMM addressing itself (constants below). Atomic and
-DRAM-target rates are the RTL blocks' documented cycle behaviour, and nothing
-here is yet checked against several RTL cores joined by real links (that
-co-simulation does not exist yet). RELAYOUT is not modelled: it completes
-with ``UNSUPPORTED`` on the model backend.
+the RTL harness with one DIMM addressing itself (constants below). Atomic rates
+are the result writer's documented cycle behaviour. Several RTL cores joined
+by real links (``cosim/benches/link_system.py``) check these figures over 0,
+1 and 2 hops.
+
+RELAYOUT (``hw/relayout_unit.py``) on the model backend, each member's
+descriptor on its own, as the host issues them: :meth:`LinkFabric.relayout_status`
+makes the unit's checks in its order (``BAD_FIELD``, ``MISALIGNED``,
+``DRAM_RANGE``, ``SRAM_RANGE``, nothing to send -> ``OK``) and then the
+receivers' window checks block by block (``REMOTE_RANGE``: the unit starts
+nothing after the first refused block); :meth:`LinkFabric.relayout_apply`
+copies this member's blocks from its DRAM into the receivers' DRAM (and
+leaves the last two staged blocks in its SRAM staging buffers, as the RTL
+does); :meth:`LinkFabric.relayout_cycles` times the unit's walk - the checks,
+the first block's DMA, then per block the larger of the next DMA and this
+block's remote DRAM write (the unit keeps one of each outstanding), the last
+write - and, for striped -> localized, no less than the time the target
+needs to write every member's blocks into its DRAM one packet at a time, or
+the busier of the two links into the target needs to carry the blocks from
+its side (the senders share both, so they all finish at about that time).
 """
 
 import numpy as np
 
-from ndpdimm.hw.descriptors import Opcode
+from ndpdimm.hw.descriptors import RELAYOUT_COUNT_BITS, Opcode
 from ndpdimm.hw.link_formats import WORD_BYTES, LinkConfig, frame_flits
 from ndpdimm.hw.link_transaction import DRAM_SPACE
 from ndpdimm.hw.memory_port import BURST_BYTES, Status
 
 from .golden import accumulate_bits
 
-__all__ = ["LinkFabric", "LINK_LATENCY_64B", "DISPATCH_CYCLES", "TARGET_PACKET_CYCLES",
+__all__ = ["LinkFabric", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "LINK_LATENCY_64B", "DISPATCH_CYCLES", "TARGET_PACKET_CYCLES",
            "WRITE_WORD_CYCLES", "ATOMIC_WORD_CYCLES", "DRAM_WORD_CYCLES", "DRAM_PACKET_CYCLES"]
 
 #: One-way latency of a 64 B packet over one link, cycles (RTL bench, 2-cycle channel).
@@ -61,10 +76,28 @@ TARGET_PACKET_CYCLES = 8.57
 WRITE_WORD_CYCLES = 1.226
 #: An atomic add reads and writes each word (the result writer's accumulate: 2 cycles per beat).
 ATOMIC_WORD_CYCLES = 2 * WRITE_WORD_CYCLES
-#: A DRAM-target packet: about 2 cycles per word plus the memory round trip it waits for
-#: (hw/link_transaction.py docstring; an estimate, not fitted).
-DRAM_WORD_CYCLES = 2
-DRAM_PACKET_CYCLES = 60
+#: A DRAM-target packet, fitted to the same harness: remote DRAM writes of 64, 128, 512, 1024,
+#: 2048 and 4096 B (1, 1, 1, 1, 2, 4 packets) took 32, 34, 46, 62, 116, 226 cycles, i.e.
+#: 8.2 + 22 per packet + 1.0 per word (within 2 cycles).
+DRAM_WORD_CYCLES = 1.0
+DRAM_PACKET_CYCLES = 22
+#: The relayout unit's checks (a bit-serial division of n_blocks by the group size).
+RELAYOUT_CHECK_CYCLES = RELAYOUT_COUNT_BITS + 3
+
+
+def relayout_moves(fields):
+    """The blocks one RELAYOUT moves when every member of its group runs ``fields``
+    (``hw/relayout_unit.py``): ``(from DIMM, from address, to DIMM, to address)`` per block, in
+    block order (block ``k`` of ``n_blocks``; member ``j`` is DIMM ``group_base + j``)."""
+    D, base, t, B = fields["group_dimms"], fields["group_base"], fields["target"], fields["block_bytes"]
+    src, dst = fields["src"], fields["dst"]
+    moves = []
+    for k in range(fields["n_blocks"]):
+        if fields["to_localized"]:
+            moves.append((base + k % D, src + (k // D) * B, base + t, dst + k * B))
+        else:
+            moves.append((base + t, src + k * B, base + k % D, dst + (k // D) * B))
+    return moves
 
 
 class LinkFabric:
@@ -183,3 +216,106 @@ class LinkFabric:
         else:                     # the data out, the completion back
             total = DISPATCH_CYCLES + one_way + wire + one_way + ctrl
         return max(1, round(total))
+
+    # ---- RELAYOUT -------------------------------------------------------------------------
+    @staticmethod
+    def _member(src: int, f) -> int:
+        return src - f["group_base"]
+
+    def _relayout_blocks(self, src: int, f):
+        """This member's moves ``(k, from address, to DIMM, to address)``."""
+        return [(k, at, to, to_at) for k, (frm, at, to, to_at) in enumerate(relayout_moves(f))
+                if frm == src]
+
+    def relayout_status(self, src: int, link_id: int, f) -> Status:
+        """The completion code of RELAYOUT ``f`` issued on member DIMM ``src``."""
+        here = self.backends[src]
+        n_dimms = min(link_id >> 4 & 0x1F, self.n_dimms)
+        D, t, B, n = f["group_dimms"], f["target"], f["block_bytes"], f["n_blocks"]
+        me = self._member(src, f)
+        if not 1 <= D <= 16 or t >= D or not 0 <= me < D or f["group_base"] + D > n_dimms or B == 0:
+            return Status.BAD_FIELD
+        if B % BURST_BYTES or f["src"] % BURST_BYTES or f["dst"] % BURST_BYTES or \
+                f["staging"] % WORD_BYTES:
+            return Status.MISALIGNED
+        quo, rem = divmod(n, D)
+        count = (quo + (me < rem)) if f["to_localized"] else (n if me == t else 0)
+        extent = n if f["to_localized"] else quo + (rem != 0)
+        lo, hi = here.core.window
+        if f["src"] < lo or f["src"] + count * B > hi or f["dst"] + extent * B > here.org.capacity_bytes:
+            return Status.DRAM_RANGE
+        if f["staging"] + 2 * B > here.core.S:
+            return Status.SRAM_RANGE
+        for _, _, to, to_at in self._relayout_blocks(src, f):
+            for off in range(0, B, self.config.max_payload):
+                n_packet = min(self.config.max_payload, B - off)
+                if self._packet_status(self.backends[to], "write", DRAM_SPACE | (to_at + off),
+                                       n_packet) != Status.OK:
+                    return Status.REMOTE_RANGE
+        return Status.OK
+
+    def relayout_apply(self, src: int, f, status: Status):
+        """This member's blocks into the receivers' DRAM (up to the first refused block)."""
+        here, B, staging = self.backends[src], f["block_bytes"], f["staging"]
+        if status not in (Status.OK, Status.REMOTE_RANGE):
+            return
+        for j, (_, at, to, to_at) in enumerate(self._relayout_blocks(src, f)):
+            receiver = self.backends[to]
+            data = here.core.dram.read(at, B)
+            buf = staging + (j % 2) * B
+            here.core.sram[buf:buf + B] = data
+            here._unknown_sram.remove(buf, buf + B)
+            for a, b in here._unknown_dram.overlap(at, at + B):
+                here._unknown_sram.add(a - at + buf, b - at + buf)
+            refused = False
+            for off in range(0, B, self.config.max_payload):
+                n_packet = min(self.config.max_payload, B - off)
+                if self._packet_status(receiver, "write", DRAM_SPACE | (to_at + off),
+                                       n_packet) != Status.OK:
+                    refused = True
+                    continue
+                receiver.core.dram.write(to_at + off, data[off:off + n_packet])
+                receiver._unknown_dram.remove(to_at + off, to_at + off + n_packet)
+                for a, b in here._unknown_dram.overlap(at + off, at + off + n_packet):
+                    receiver._unknown_dram.add(a - at + to_at, b - at + to_at)
+            if refused:
+                # the DMA of the next block may have been under way: staging is undefined
+                here._unknown_sram.add(staging, staging + 2 * B)
+                return
+
+    def _dram_write_cycles(self, n_bytes: int) -> float:
+        """A receiver writing one block into its DRAM, one packet at a time."""
+        step = self.config.max_payload
+        return sum(DRAM_WORD_CYCLES * (min(step, n_bytes - off) // WORD_BYTES) + DRAM_PACKET_CYCLES
+                   for off in range(0, n_bytes, step))
+
+    def relayout_cycles(self, src: int, f, status: Status, dma_cycles) -> int:
+        """Predicted ``CQ_CYCLES`` of RELAYOUT ``f`` on member ``src``; ``dma_cycles(address,
+        n_bytes)`` is this DIMM's DRAM -> SRAM DMA time (its performance model)."""
+        if status in (Status.BAD_FIELD, Status.MISALIGNED):
+            return 1
+        blocks = self._relayout_blocks(src, f)
+        if status != Status.OK or not blocks:
+            return RELAYOUT_CHECK_CYCLES
+        B = f["block_bytes"]
+        link = [self.cycles(src, {"opcode": Opcode.LINK_SEND, "read": 0, "dest": to,
+                                  "remote": DRAM_SPACE | to_at, "sram": f["staging"], "n_bytes": B},
+                            Status.OK) - DISPATCH_CYCLES for _, _, to, to_at in blocks]
+        dma = [dma_cycles(at, B) for _, at, _, _ in blocks]
+        walk = RELAYOUT_CHECK_CYCLES + dma[0]
+        for j in range(len(blocks) - 1):
+            walk += max(dma[j + 1], link[j])
+        walk += link[-1]
+        if f["to_localized"]:
+            # every member's blocks land in the target's DRAM one packet at a time, and those
+            # from either side share the link into the target
+            c, D, t = self.config, f["group_dimms"], f["target"]
+            quo, rem = divmod(f["n_blocks"], D)
+            left = sum(quo + (j < rem) for j in range(t))
+            right = sum(quo + (j < rem) for j in range(t + 1, D))
+            wire = sum(frame_flits(min(c.max_payload, B - off), c.flit_bytes) * c.flit_cycles
+                       for off in range(0, B, c.max_payload))
+            busy = max(f["n_blocks"] * self._dram_write_cycles(B), max(left, right) * wire)
+            back = abs(f["group_base"] + t - src) * self.hop_latency + c.flit_cycles
+            walk = max(walk, RELAYOUT_CHECK_CYCLES + dma[0] + busy + back)
+        return max(1, round(walk))

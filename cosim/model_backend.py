@@ -352,11 +352,21 @@ class ModelBackend(Backend):
                 self.fabric.apply(self.dimm_id, f)
             timing = Timing(self.fabric.cycles(self.dimm_id, f, status), self._debt, False)
             return _Dispatched(f, status, start, timing, 0)
+        if self.fabric is not None and f["opcode"] == Opcode.RELAYOUT:
+            status = self.fabric.relayout_status(self.dimm_id, self._regs["LINK_ID"], f)
+            self.fabric.relayout_apply(self.dimm_id, f, status)
+            cycles = self.fabric.relayout_cycles(self.dimm_id, f, status, self._dma_cycles)
+            return _Dispatched(f, status, start, Timing(cycles, self._debt, False), 0)
         status = core.expected_status(f)
         if status == Status.OK:
             self._apply(f)
         timing = self.perf.descriptor_timing(f, status, start, self._debt)
         return _Dispatched(f, status, start, timing, core.completion_bytes(f, status))
+
+    def _dma_cycles(self, dram, n_bytes) -> int:
+        """A DRAM -> SRAM DMA's time (for the relayout unit, which borrows the DMA engine)."""
+        f = {"opcode": Opcode.DMA, "id": 0, "to_dram": 0, "dram": dram, "sram": 0, "n_bytes": n_bytes}
+        return self.perf.descriptor_timing(f, Status.OK, None).cycles
 
     def _apply(self, f):
         core, op = self.core, f["opcode"]

@@ -1,13 +1,15 @@
 """DIMM-Link inside the NDP core (RTL harness): descriptors through the command processor,
 transaction layer and router of a core built with ``link=True``.
 
-The same tests run on the model backend (``cosim/link_model.py``), except
-RELAYOUT, which only the RTL runs. One DIMM in a chain of one addresses itself (``dest`` = its own id): the router
-loops the packets back to its own target, so LINK_SEND, ATOMIC_ADD, remote DRAM
-writes and RELAYOUT (a group of one) run their whole on-chip path (command processor -> initiator -> router -> target ->
-result writer -> SRAM, and the completion back) through the driver API. Chains
+The same tests run on the model backend (``cosim/link_model.py``). One DIMM
+in a chain of one addresses itself (``dest`` = its own id): the router loops
+the packets back to its own target, so LINK_SEND, ATOMIC_ADD, remote DRAM
+writes and RELAYOUT (a group of one) run their whole on-chip path (command
+processor -> initiator -> router -> target -> result writer -> SRAM, and the
+completion back) through the driver API. Chains
 of several cores are tested at the transaction level in
-``tests/test_link_transaction.py``.
+``tests/test_link_transaction.py`` and as whole RTL cores joined by DIMM-Link
+ports in ``tests/test_link_system.py``.
 """
 
 import numpy as np
@@ -26,14 +28,6 @@ CFG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=Tru
 def dimm(request):
     """The same driver-level tests on both backends (the model through ``cosim/link_model.py``)."""
     d = Dimm(request.param, CFG)
-    d.set_link_id(0, 1)
-    return d
-
-
-@pytest.fixture(scope="module")
-def rtl_dimm():
-    """RELAYOUT runs on the RTL only (the model backend answers it with UNSUPPORTED)."""
-    d = Dimm("rtl", CFG)
     d.set_link_id(0, 1)
     return d
 
@@ -124,26 +118,26 @@ def test_self_addressed_dram_write(dimm):
 
 
 @pytest.mark.parametrize("block_bytes, n_blocks", [(64, 5), (1024, 3)])
-def test_self_loop_relayout_round_trip(rtl_dimm, block_bytes, n_blocks):
+def test_self_loop_relayout_round_trip(dimm, block_bytes, n_blocks):
     """A group of one DIMM: RELAYOUT to localized and back runs the whole path (command processor
     -> relayout unit -> DMA engine and link initiator -> router self-loop -> target -> DRAM)."""
     rng = np.random.default_rng(block_bytes)
     n = block_bytes * n_blocks
-    striped, localized, back = rtl_dimm.alloc(n), rtl_dimm.alloc(n), rtl_dimm.alloc(n)
-    staging = rtl_dimm.alloc_sram(2 * block_bytes)
+    striped, localized, back = dimm.alloc(n), dimm.alloc(n), dimm.alloc(n)
+    staging = dimm.alloc_sram(2 * block_bytes)
     data = _random_bytes(rng, n)
-    rtl_dimm.write(striped, data)
-    there = rtl_dimm.relayout_descriptor(True, 1, 0, block_bytes, n_blocks, striped.addr,
+    dimm.write(striped, data)
+    there = dimm.relayout_descriptor(True, 1, 0, block_bytes, n_blocks, striped.addr,
                                      localized.addr, staging.addr)
-    comps = rtl_dimm.run([there], "to localized")
-    assert torch.equal(rtl_dimm.read(localized, torch.uint8, (n,)), data)
-    home = rtl_dimm.relayout_descriptor(False, 1, 0, block_bytes, n_blocks, localized.addr, back.addr,
+    comps = dimm.run([there], "to localized")
+    assert torch.equal(dimm.read(localized, torch.uint8, (n,)), data)
+    home = dimm.relayout_descriptor(False, 1, 0, block_bytes, n_blocks, localized.addr, back.addr,
                                     staging.addr)
-    comps += rtl_dimm.run([home], "to striped")
-    assert torch.equal(rtl_dimm.read(back, torch.uint8, (n,)), data)
+    comps += dimm.run([home], "to striped")
+    assert torch.equal(dimm.read(back, torch.uint8, (n,)), data)
     print(f"B={block_bytes} x {n_blocks}: {[c.cycles for c in comps]} cycles")
     for buf in (striped, localized, back, staging):
-        rtl_dimm.free(buf)
+        dimm.free(buf)
 
 
 @pytest.mark.parametrize("fields, status", [
@@ -152,18 +146,18 @@ def test_self_loop_relayout_round_trip(rtl_dimm, block_bytes, n_blocks):
     ({"dst": (1 << 35) - 64}, Status.DRAM_RANGE),             # destination past the DIMM
     ({"staging": 16384 - 64}, Status.SRAM_RANGE),
 ])
-def test_bad_relayout_descriptors_fail_without_side_effect(rtl_dimm, fields, status):
-    src, dst = rtl_dimm.alloc(256), rtl_dimm.alloc(256)
-    rtl_dimm.write(dst, torch.zeros(256, dtype=torch.uint8))
+def test_bad_relayout_descriptors_fail_without_side_effect(dimm, fields, status):
+    src, dst = dimm.alloc(256), dimm.alloc(256)
+    dimm.write(dst, torch.zeros(256, dtype=torch.uint8))
     f = {"to_localized": True, "group_dimms": 1, "target": 0, "block_bytes": 128, "n_blocks": 2,
          "src": src.addr, "dst": dst.addr, "staging": 0}
     f.update(fields)
     with pytest.raises(NdpError) as err:
-        rtl_dimm.run([rtl_dimm.relayout_descriptor(**f)], "bad relayout")
+        dimm.run([dimm.relayout_descriptor(**f)], "bad relayout")
     assert err.value.status == status
-    assert torch.equal(rtl_dimm.read(dst, torch.uint8, (256,)), torch.zeros(256, dtype=torch.uint8))
+    assert torch.equal(dimm.read(dst, torch.uint8, (256,)), torch.zeros(256, dtype=torch.uint8))
     for buf in (src, dst):
-        rtl_dimm.free(buf)
+        dimm.free(buf)
 
 
 def test_link_id_is_checked(dimm):

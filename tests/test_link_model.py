@@ -14,7 +14,8 @@ import torch
 
 from ndpdimm.cosim import golden
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.link_model import (LINK_LATENCY_64B, TARGET_PACKET_CYCLES, WRITE_WORD_CYCLES,
+from ndpdimm.cosim.link_model import (DRAM_PACKET_CYCLES, DRAM_WORD_CYCLES, LINK_LATENCY_64B,
+                                     TARGET_PACKET_CYCLES, WRITE_WORD_CYCLES,
                                      LinkFabric)
 from ndpdimm.cosim.model_backend import ModelBackend
 from ndpdimm.hw.formats import Dtype
@@ -155,3 +156,67 @@ def test_link_systems_need_the_model_backend_and_a_link_build():
                      fabric=LinkFabric(2))
     with pytest.raises(ValueError, match="n_dimms"):
         LinkFabric(17)
+
+
+def _relayout_on_all(system, fields):
+    """Issue the same RELAYOUT on every member (as the host does) and wait for all."""
+    descs = [d.relayout_descriptor(**fields) for d in system]
+    for d, desc in zip(system, descs):
+        d.submit([desc])
+    return [d.wait([desc.id])[0] for d, desc in zip(system, descs)]
+
+
+def test_relayout_round_trip_over_three_dimms(chain):
+    """Striped -> localized on DIMM 2 -> striped again (to a new base): the blocks land where
+    ``relayout_moves`` says, the round trip gives back the original bytes, and the target's DRAM
+    (written one packet at a time by every member) bounds the time."""
+    rng = np.random.default_rng(7)
+    B, n_blocks = 512, 10
+    striped = [d.alloc(4 * B) for d in chain]
+    localized = [d.alloc(n_blocks * B) for d in chain]
+    back = [d.alloc(4 * B) for d in chain]
+    staging = [d.alloc_sram(2 * B) for d in chain]
+    for bufs in (striped, localized, back, staging):
+        assert len({b.addr for b in bufs}) == 1, "the group needs the same addresses on every member"
+    tensor = [bytes(rng.integers(0, 256, B, dtype=np.uint8)) for _ in range(n_blocks)]
+    for k, block in enumerate(tensor):
+        chain[k % 3].backend.load(striped[0].addr + (k // 3) * B, block)
+    common = {"group_dimms": 3, "target": 2, "block_bytes": B, "n_blocks": n_blocks,
+              "staging": staging[0].addr}
+    there = _relayout_on_all(chain, {"to_localized": True, "src": striped[0].addr,
+                                     "dst": localized[0].addr, **common})
+    assert [c.status for c in there] == [Status.OK] * 3
+    assert chain[2].backend.dump(localized[0].addr, n_blocks * B) == b"".join(tensor)
+    home = _relayout_on_all(chain, {"to_localized": False, "src": localized[0].addr,
+                                    "dst": back[0].addr, **common})
+    assert [c.status for c in home] == [Status.OK] * 3
+    for k, block in enumerate(tensor):
+        assert chain[k % 3].backend.dump(back[0].addr + (k // 3) * B, B) == block
+    # every member's blocks are written by DIMM 2's DRAM, one 512 B packet at a time
+    per_block = DRAM_PACKET_CYCLES + DRAM_WORD_CYCLES * B // 32
+    assert min(c.cycles for c in there) >= n_blocks * per_block
+    # to striped: only the target sends (the others finish after the checks)
+    assert home[2].cycles > n_blocks * per_block > home[0].cycles == home[1].cycles
+
+
+@pytest.mark.parametrize("fields, status", [
+    ({"group_dimms": 4}, Status.BAD_FIELD),          # past the chain of three
+    ({"target": 3}, Status.BAD_FIELD),
+    ({"block_bytes": 96}, Status.MISALIGNED),
+    ({"staging": 16}, Status.MISALIGNED),
+    ({"dst": (1 << 35) - 1024}, Status.DRAM_RANGE),  # four blocks past the DIMM
+    ({"staging": 16384 - 512}, Status.SRAM_RANGE),   # two staging blocks past the SRAM
+])
+def test_bad_relayout_descriptors_change_nothing_on_the_model(chain, fields, status):
+    src = [d.alloc(1024) for d in chain]
+    dst = [d.alloc(2048) for d in chain]
+    for d, buf in zip(chain, dst):
+        d.backend.load(buf.addr, bytes(2048))
+    f = {"to_localized": True, "group_dimms": 3, "target": 0, "block_bytes": 512, "n_blocks": 4,
+         "src": src[0].addr, "dst": dst[0].addr, "staging": 0}
+    f.update(fields)
+    with pytest.raises(NdpError) as err:
+        chain[1].run([chain[1].relayout_descriptor(**f)], "bad relayout")
+    assert err.value.status == status
+    for d, buf in zip(chain, dst):
+        assert d.backend.dump(buf.addr, 2048) == bytes(2048)

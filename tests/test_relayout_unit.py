@@ -19,6 +19,7 @@ from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_streams import get, put
 from ndpdimm.cosim.link_chain import CAPACITY, SRAM_SIZE, Chain
+from ndpdimm.cosim.link_model import relayout_moves
 from ndpdimm.hw.memory_port import Status
 from ndpdimm.hw.relayout_unit import RelayoutUnit
 
@@ -28,14 +29,8 @@ STAGING = 1024
 def relayout_reference(drams, fields):
     """Apply one RELAYOUT (the same ``fields`` on every member) to ``drams`` (``{dimm: {address:
     bytes}}`` block images); returns the blocks each DIMM read and the blocks each received."""
-    D, base, t, B = fields["group_dimms"], fields["group_base"], fields["target"], fields["block_bytes"]
-    src, dst = fields["src"], fields["dst"]
     sent, received = {}, {}
-    for k in range(fields["n_blocks"]):
-        if fields["to_localized"]:
-            frm, at, to, to_at = base + k % D, src + (k // D) * B, base + t, dst + k * B
-        else:
-            frm, at, to, to_at = base + t, src + k * B, base + k % D, dst + (k // D) * B
+    for frm, at, to, to_at in relayout_moves(fields):
         drams.setdefault(to, {})[to_at] = drams[frm][at]
         sent[frm] = sent.get(frm, 0) + 1
         received[to] = received.get(to, 0) + 1
