@@ -21,8 +21,18 @@ complete ends, link layer + PHY + lanes, default ``LinkConfig``: 8 lanes x
   BERs a simulation of this length sees no error at all; the JSON gives the
   bits simulated so the reader can tell.
 
-Relayout times (4096 x 4096 FP16 across 2, 4, 8 DIMMs) need the relayout unit
-and are not measured yet.
+* ``system``: three RTL NDP cores joined by two links (``cosim/link_system.py``,
+  bench ``cosim/benches/link_system.py``): every link descriptor of the timing
+  test (writes, reads, atomic adds of 32 B .. 2 KiB over 0, 1, 2 hops) with
+  the RTL's ``CQ_CYCLES`` next to the link model's prediction and the error;
+  a relayout round trip (``RELAYOUT_BLOCKS`` blocks of ``RELAYOUT_BLOCK`` B)
+  with the RTL's cycles next to the model's.
+* ``relayout``: a 4096 x 4096 FP16 tensor (32 MiB) in 4 KiB blocks, striped
+  over 2, 4 and 8 DIMMs, to localized on the first DIMM and back: the time
+  until every member's descriptor completed. These come from the model
+  backend (``cosim/link_model.py``; a 32 MiB relayout is millions of cycles
+  of several full cores, out of reach of the RTL simulation), whose relayout
+  timing the ``system`` rows check against the RTL.
 """
 
 import json
@@ -36,10 +46,18 @@ from ndpdimm.hw.link_formats import LinkConfig, frame_flits
 
 from . import rtl_build
 from .link_pair import LINK_PAIR_FACTORY, LINK_PAIR_TOP
+from .link_system import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
 
-__all__ = ["run_link_bench", "SIZES", "BERS"]
+__all__ = ["run_link_bench", "relayout_figures", "system_figures", "model_relayout", "SIZES",
+           "BERS", "SYSTEM_PARAMS"]
 
 BENCH = "ndpdimm.cosim.benches.link_pair"
+SYSTEM_BENCH = "ndpdimm.cosim.benches.link_system"
+#: The multi-core system of the ``system`` figures (as tests/test_link_system.py builds it).
+SYSTEM_PARAMS = {"n_cores": 3, "n_units": 8, "max_batch": 4, "sram_size": 16384, "sram_banks": 4}
+#: The relayout figure's tensor and striping block.
+RELAYOUT_SHAPE = (4096, 4096)
+RELAYOUT_BLOCK = 4096
 SIZES = (64, 128, 256, 512, 1024)
 BERS = (0.0, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 3e-5, 1e-4)
 #: Channel latency used for every figure (cycles = ns): a short board trace plus SerDes.
@@ -56,6 +74,74 @@ def _run(testcase: str, env: dict, seed: int = 1) -> dict:
                                seed=seed, extra_env=env, echo_log=False)
         result.check()
         return json.loads(stats.read_text())
+
+
+def system_figures(relayout_block=2048, relayout_blocks=16) -> dict:
+    """Three RTL cores: link timing against the model, and a relayout against the model."""
+    from ndpdimm.cosim.backend import CoreConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = Path(tmp) / "stats.json"
+        env = {"LINK_STATS": str(stats), "RELAYOUT_BLOCK": relayout_block,
+               "RELAYOUT_BLOCKS": relayout_blocks}
+        result = rtl_build.run(LINK_SYSTEM_TOP, LINK_SYSTEM_FACTORY, SYSTEM_PARAMS, SYSTEM_BENCH,
+                               testcase=["link_timing_against_model", "relayout_round_trip"],
+                               seed=1, extra_env=env, echo_log=False)
+        result.check()
+        figures = json.loads(stats.read_text())
+    rtl = figures["relayout_round_trip"]
+    params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
+    model = model_relayout(SYSTEM_PARAMS["n_cores"], relayout_block, relayout_blocks,
+                           CoreConfig(link=True, **params))
+    rows = []
+    for phase, m in zip(rtl["phases"], model):
+        r = max(phase["cycles"])
+        rows.append({"to_localized": bool(phase["to_localized"]), "rtl_cycles": r,
+                     "model_cycles": m, "error": round((m - r) / r, 4)})
+    return {"what": "3 RTL NdpCores (8 units, 16 KiB SRAM) joined by 2 DIMM-Links, cocotb + "
+                    "Verilator, 2-cycle channels",
+            "link_timing": figures["link_timing_against_model"],
+            "relayout": {"dimms": rtl["dimms"], "block_bytes": relayout_block,
+                         "n_blocks": relayout_blocks, "target": rtl["dimms"] - 1, "rows": rows}}
+
+
+def model_relayout(n_dimms, block, n_blocks, config, target=None) -> list:
+    """Cycles (the slowest member) of striped -> localized and back on the model backend, the
+    tensor striped over ``n_dimms`` DIMMs, localized on member ``target`` (default the last)."""
+    from ndpdimm.sw.driver import NdpSystem
+
+    system = NdpSystem(n_dimms, "model", config, functional=False)
+    target = n_dimms - 1 if target is None else target
+    per = -(-n_blocks // n_dimms)
+    striped = [d.alloc(per * block) for d in system]
+    localized = [d.alloc(n_blocks * block) for d in system]
+    staging = [d.alloc_sram(2 * block) for d in system]
+    common = {"group_dimms": n_dimms, "target": target, "block_bytes": block,
+              "n_blocks": n_blocks, "staging": staging[0].addr}
+    out = []
+    for to_localized, src, dst in ((True, striped, localized), (False, localized, striped)):
+        descs = [d.relayout_descriptor(to_localized, src=src[0].addr, dst=dst[0].addr, **common)
+                 for d in system]
+        for d, desc in zip(system, descs):
+            d.submit([desc])
+        out.append(max(d.wait([desc.id])[0].cycles for d, desc in zip(system, descs)))
+    return out
+
+
+def relayout_figures(dimms=(2, 4, 8), shape=RELAYOUT_SHAPE, block=RELAYOUT_BLOCK) -> dict:
+    """The 4096 x 4096 FP16 relayout over ``dimms`` on the model backend."""
+    from ndpdimm.cosim.backend import CoreConfig
+
+    n_bytes = shape[0] * shape[1] * 2
+    rows = []
+    for n in dimms:
+        there, back = model_relayout(n, block, n_bytes // block, CoreConfig(link=True), target=0)
+        rows.append({"dimms": n, "to_localized_cycles": there, "to_striped_cycles": back,
+                     "to_localized_ms": round(there / 1e6, 3), "to_striped_ms": round(back / 1e6, 3),
+                     "gbytes_per_s_to_localized": round(n_bytes / there, 2)})
+    return {"tensor": f"{shape[0]} x {shape[1]} FP16 ({n_bytes >> 20} MiB)", "block_bytes": block,
+            "target": "DIMM 0 (the chain's end)", "backend": "model (cosim/link_model.py)",
+            "rows": rows}
 
 
 def run_link_bench(out="bench/results/dimm_link.json", sizes=SIZES, bers=BERS, packets=40,
@@ -130,7 +216,8 @@ def run_link_bench(out="bench/results/dimm_link.json", sizes=SIZES, bers=BERS, p
                         "measured": "header beat into tx_packet at one end -> last beat out of "
                                     "rx_packet at the other (link layer + PHY + channel)"},
         "ber": ber_rows,
-        "relayout": "not measured yet (relayout unit not built)",
+        "system": system_figures(),
+        "relayout": relayout_figures(),
         "wall_seconds": round(time.time() - t0, 1),
     }
     Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -22,20 +22,20 @@ ATOMIC_ADD descriptor, the fabric:
   writer. The data is in place when the initiator's descriptor completes
   (the RTL's guarantee); the target DIMM's own timeline is not slowed by it
   (its SRAM port is idle in the model);
-* **times** it with :meth:`LinkFabric.cycles`: dispatch, the one-way latency
-  of each hop, the frames' time on the wire at the link's framing rate, the
-  target's write rate when slower (atomic adds: two SRAM accesses per word;
-  DRAM: one cycle per word plus 22 per packet), and
-  the completion's way back.
+* **times** it with :meth:`LinkFabric.cycles`: dispatch; the first packet
+  store-and-forward through every hop (a receiver checks a frame's CRC before
+  it hands the packet on: per hop a fixed part and a part per word) and the
+  answer's way back; the target's time for it (SRAM write, FP32/INT32 atomic
+  add, DRAM write); every further packet at the pace of the slower of the
+  wire (frame flits at the link's framing rate) and the target.
 
-Where the numbers come from: the framing rate and the 64 B one-way latency are
-the RTL link bench's measurements (``bench/results/dimm_link.json``: goodput
-within 0.2 % of the framing formula used here, 25 cycles for 64 B at a 2-cycle
-channel); dispatch, per-packet and per-word costs of the target are fitted to
-the RTL harness with one DIMM addressing itself (constants below). Atomic rates
-are the result writer's documented cycle behaviour. Several RTL cores joined
-by real links (``cosim/benches/link_system.py``) check these figures over 0,
-1 and 2 hops.
+Where the numbers come from (constants below, each with its data): the
+framing rate is the RTL link bench's (``bench/results/dimm_link.json``:
+goodput within 0.2 % of it); dispatch and the target's per-packet and
+per-word costs are fitted to the RTL harness with one DIMM addressing itself;
+the per-hop costs and remote atomic adds to three RTL cores joined by two
+links (``cosim/benches/link_system.py``, which also reports the model's
+error for every case it measures: ``ndpdimm bench --suite dimm_link``).
 
 RELAYOUT (``hw/relayout_unit.py``) on the model backend, each member's
 descriptor on its own, as the host issues them: :meth:`LinkFabric.relayout_status`
@@ -63,26 +63,45 @@ from ndpdimm.hw.memory_port import BURST_BYTES, Status
 
 from .golden import accumulate_bits
 
-__all__ = ["LinkFabric", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "LINK_LATENCY_64B", "DISPATCH_CYCLES", "TARGET_PACKET_CYCLES",
+__all__ = ["LinkFabric", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "RELAYOUT_PACKET_CYCLES",
+           "HOP_CYCLES", "HOP_WORD_CYCLES",
+           "DISPATCH_CYCLES", "TARGET_PACKET_CYCLES", "REMOTE_ATOMIC_PACKET_CYCLES",
+           "REMOTE_ATOMIC_WORD_CYCLES", "ATOMIC_PACKET_CYCLES",
            "WRITE_WORD_CYCLES", "ATOMIC_WORD_CYCLES", "DRAM_WORD_CYCLES", "DRAM_PACKET_CYCLES"]
 
-#: One-way latency of a 64 B packet over one link, cycles (RTL bench, 2-cycle channel).
-LINK_LATENCY_64B = 25
 #: Fitted to the RTL harness, one DIMM addressing itself (NdpCore(link=True), 16 KiB SRAM):
 #: remote SRAM writes of 1, 32 and 80 words took 18, 56 and 132 cycles (1, 1 and 3 packets),
 #: i.e. 8.2 + 8.57 per packet + 1.226 per word, exactly.
 DISPATCH_CYCLES = 8.2
 TARGET_PACKET_CYCLES = 8.57
 WRITE_WORD_CYCLES = 1.226
-#: An atomic add reads and writes each word (the result writer's accumulate: 2 cycles per beat).
-ATOMIC_WORD_CYCLES = 2 * WRITE_WORD_CYCLES
+#: Atomic adds at the same DIMM (its SRAM serves the initiator's reads too): 32 B, 1 and 2 KiB
+#: took 21, 104, 199 cycles in the three-core RTL system (cosim/benches/link_system.py).
+ATOMIC_PACKET_CYCLES = 10.1
+ATOMIC_WORD_CYCLES = 2.68
+#: Atomic adds at another DIMM, fitted to the same system over 1 and 2 hops (32 B, 1 KiB).
+REMOTE_ATOMIC_PACKET_CYCLES = 9.7
+REMOTE_ATOMIC_WORD_CYCLES = 2.26
+#: Each hop of the first packet, fitted to the three-core system (writes of 32 B and 1 KiB over
+#: 1 and 2 hops: 59/101 and 160/266 cycles): a fixed part for the data (or request) out and
+#: the completion (or data) back, and a part per word - a receiver checks a frame's CRC before
+#: it hands the packet on (store-and-forward: the frame's time on the wire, then its beats).
+HOP_CYCLES = 39.5
+HOP_WORD_CYCLES = 2.05
 #: A DRAM-target packet, fitted to the same harness: remote DRAM writes of 64, 128, 512, 1024,
 #: 2048 and 4096 B (1, 1, 1, 1, 2, 4 packets) took 32, 34, 46, 62, 116, 226 cycles, i.e.
 #: 8.2 + 22 per packet + 1.0 per word (within 2 cycles).
 DRAM_WORD_CYCLES = 1.0
 DRAM_PACKET_CYCLES = 22
-#: The relayout unit's checks (a bit-serial division of n_blocks by the group size).
-RELAYOUT_CHECK_CYCLES = RELAYOUT_COUNT_BITS + 3
+#: A RELAYOUT's checks (the unit's bit-serial division of n_blocks by the group size, 27, and
+#: the command processor's hand-over): 30 cycles on the RTL for a member with nothing to send.
+RELAYOUT_CHECK_CYCLES = RELAYOUT_COUNT_BITS + 6
+#: Per packet of a relayout block sent to another DIMM, besides the remote DRAM write: fitted to
+#: the three-core RTL system (striped -> localized and back, 64 B x 20, 512 B x 10, 2 KiB x 16
+#: blocks: 37, 41 and 2 x 39 cycles per block more than the warm-row write). The receiver's
+#: rows are not open when a block arrives (the constants above are for warm rows), and the
+#: unit hands each block from DMA completion to the link and its completion back.
+RELAYOUT_PACKET_CYCLES = 39
 
 
 def relayout_moves(fields):
@@ -109,9 +128,6 @@ class LinkFabric:
         self.n_dimms = n_dimms
         self.config = LinkConfig() if config is None else config
         self.backends = [None] * n_dimms
-        c = self.config
-        # a hop's pipeline latency without the packet's own serialization
-        self.hop_latency = LINK_LATENCY_64B - frame_flits(64, c.flit_bytes) * c.flit_cycles
 
     def attach(self, dimm_id: int, backend):
         if not 0 <= dimm_id < self.n_dimms:
@@ -193,28 +209,32 @@ class LinkFabric:
                 summed = accumulate_bits(old, new, is_int=kind == "atomic_int32")
                 target.core.sram[remote:remote + n] = np.asarray(summed, dtype="<u4").tobytes()
 
+    def _target_cycles(self, kind: str, remote: int, n_bytes: int, hops: int) -> float:
+        """The target's time for one packet of ``n_bytes``."""
+        words = n_bytes // WORD_BYTES
+        if remote & DRAM_SPACE:
+            return DRAM_PACKET_CYCLES + DRAM_WORD_CYCLES * words
+        if kind.startswith("atomic"):
+            if hops:
+                return REMOTE_ATOMIC_PACKET_CYCLES + REMOTE_ATOMIC_WORD_CYCLES * words
+            return ATOMIC_PACKET_CYCLES + ATOMIC_WORD_CYCLES * words
+        return TARGET_PACKET_CYCLES + WRITE_WORD_CYCLES * words
+
     def cycles(self, src: int, f, status: Status) -> int:
         """Predicted ``CQ_CYCLES`` of ``f`` (see the module docstring)."""
         if status in (Status.BAD_FIELD, Status.MISALIGNED, Status.SRAM_RANGE) or f["n_bytes"] == 0:
             return 1
         c, kind = self.config, self._kind(f)
         hops = abs(f["dest"] - src)
-        one_way = hops * self.hop_latency
-        wire = 0.0
-        for remote, _, n in self._packets(f):
-            frame = frame_flits(n, c.flit_bytes) * c.flit_cycles
-            words = n // WORD_BYTES
-            if remote & DRAM_SPACE:
-                write = DRAM_WORD_CYCLES * words + DRAM_PACKET_CYCLES
-            else:
-                per_word = ATOMIC_WORD_CYCLES if kind.startswith("atomic") else WRITE_WORD_CYCLES
-                write = TARGET_PACKET_CYCLES + per_word * words
-            wire += max(frame, write) if hops else write      # 0 hops: the router loops it back
-        ctrl = c.flit_cycles if hops else 0      # a one-flit request or completion on a wire
-        if kind == "read":        # the request out, the data back
-            total = DISPATCH_CYCLES + one_way + ctrl + one_way + wire
-        else:                     # the data out, the completion back
-            total = DISPATCH_CYCLES + one_way + wire + one_way + ctrl
+        packets = self._packets(f)
+        first = packets[0][2]
+        # the first packet, store-and-forward through every hop, and the answer's way back
+        total = (DISPATCH_CYCLES + hops * (HOP_CYCLES + HOP_WORD_CYCLES * first // WORD_BYTES)
+                 + self._target_cycles(kind, packets[0][0], first, hops))
+        # the others follow at the pace of the slower of the wire and the target
+        for remote, _, n in packets[1:]:
+            frame = frame_flits(n, c.flit_bytes) * c.flit_cycles if hops else 0
+            total += max(frame, self._target_cycles(kind, remote, n, hops))
         return max(1, round(total))
 
     # ---- RELAYOUT -------------------------------------------------------------------------
@@ -298,10 +318,13 @@ class LinkFabric:
         if status != Status.OK or not blocks:
             return RELAYOUT_CHECK_CYCLES
         B = f["block_bytes"]
+        packets = -(-B // self.config.max_payload)
         link = [self.cycles(src, {"opcode": Opcode.LINK_SEND, "read": 0, "dest": to,
                                   "remote": DRAM_SPACE | to_at, "sram": f["staging"], "n_bytes": B},
-                            Status.OK) - DISPATCH_CYCLES for _, _, to, to_at in blocks]
-        dma = [dma_cycles(at, B) for _, at, _, _ in blocks]
+                            Status.OK) - DISPATCH_CYCLES
+                + (RELAYOUT_PACKET_CYCLES * packets if to != src else 0)
+                for _, _, to, to_at in blocks]
+        dma = [dma_cycles(at, B) - DISPATCH_CYCLES for _, at, _, _ in blocks]
         walk = RELAYOUT_CHECK_CYCLES + dma[0]
         for j in range(len(blocks) - 1):
             walk += max(dma[j + 1], link[j])
@@ -315,7 +338,8 @@ class LinkFabric:
             right = sum(quo + (j < rem) for j in range(t + 1, D))
             wire = sum(frame_flits(min(c.max_payload, B - off), c.flit_bytes) * c.flit_cycles
                        for off in range(0, B, c.max_payload))
-            busy = max(f["n_blocks"] * self._dram_write_cycles(B), max(left, right) * wire)
-            back = abs(f["group_base"] + t - src) * self.hop_latency + c.flit_cycles
+            write = self._dram_write_cycles(B) + RELAYOUT_PACKET_CYCLES * packets
+            busy = max(f["n_blocks"] * write, max(left, right) * wire)
+            back = abs(f["group_base"] + t - src) * HOP_CYCLES / 2
             walk = max(walk, RELAYOUT_CHECK_CYCLES + dma[0] + busy + back)
         return max(1, round(walk))

@@ -40,6 +40,20 @@ _LAST_BIT = _BEAT.size - 1
 _FIRST_BIT = _BEAT.size - 2
 
 
+def move_serial(channel: LinkChannel, tx, tx_valid, rx, rx_valid):
+    """One cycle of one direction (call at the falling edge): ``tx``'s lane chunks through
+    ``channel`` onto ``rx``."""
+    bits, lanes = channel.chunk_bits, channel.lanes
+    word, mask = int(tx.value), (1 << bits) - 1
+    out, out_valid = channel.step([(word >> (bits * i)) & mask for i in range(lanes)],
+                                  int(tx_valid.value))
+    packed = 0
+    for i, chunk in enumerate(out):
+        packed |= chunk << (bits * i)
+    rx.value = packed
+    rx_valid.value = out_valid
+
+
 def _env(name, default, cast=float):
     value = os.environ.get(name, "")
     return cast(value) if value != "" else default
@@ -107,16 +121,8 @@ class LinkBench:
         dut = self.dut
         while True:
             await FallingEdge(dut.clk)
-            for d, (tx, tx_valid, rx, rx_valid) in self.serial.items():
-                word = int(tx.value)
-                mask = (1 << self.config.chunk_bits) - 1
-                chunks = [(word >> (self.config.chunk_bits * i)) & mask for i in range(self.config.lanes)]
-                out, out_valid = self.channels[d].step(chunks, int(tx_valid.value))
-                packed = 0
-                for i, chunk in enumerate(out):
-                    packed |= chunk << (self.config.chunk_bits * i)
-                rx.value = packed
-                rx_valid.value = out_valid
+            for d, ends in self.serial.items():
+                move_serial(self.channels[d], *ends)
             offering = {}
             for d, (v, p, _, _, _, r_ready) in self.ends.items():
                 q = self.queue[d]

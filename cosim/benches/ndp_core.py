@@ -93,9 +93,9 @@ def stage_gemv(load, job):
 
 
 class NdpCoreTB:
-    def __init__(self, dut, seed):
+    def __init__(self, dut, seed, params=None):
         self.dut = dut
-        self.params = bench_params()
+        self.params = bench_params() if params is None else params
         self.core = ndp_core_from_config(**self.params)
         e = self.core.engine
         self.shape = EngineShape(n_units=e.n_units, max_batch=e.max_batch, radix_bits=e.radix_bits,
@@ -113,11 +113,19 @@ class NdpCoreTB:
         self.next_id = 1
 
     async def start(self):
+        self.idle_inputs()
+        await start_clocks(self.dut, timing=self.timing)
+        await self.open()
+
+    def idle_inputs(self):
+        """Host inputs idle (before the reset)."""
         d = self.dut
         for sig in (d.csr__valid, d.host__req__0__valid):
             sig.value = 0
         d.csr_resp__ready.value = 1
-        await start_clocks(d, timing=self.timing)
+
+    async def open(self):
+        """After the reset: the DRAM device runs, the window is open, the core enabled."""
         cocotb.start_soon(self.device.run())
         await self.write("WINDOW_BASE", WINDOW[0])
         await self.write("WINDOW_LIMIT", WINDOW[1])
