@@ -29,6 +29,8 @@ errors, dropped chunks), as the link-pair bench does.
 
 import re
 
+from .sim_top import module_ports
+
 __all__ = ["link_system_verilog", "LINK_SYSTEM_TOP", "LINK_SYSTEM_FACTORY", "MAX_CORES",
            "core_prefix", "port_prefix"]
 
@@ -37,7 +39,6 @@ LINK_SYSTEM_FACTORY = "ndpdimm.cosim.link_system:link_system_verilog"
 #: More would only make the build and the simulation slower; the router handles 16.
 MAX_CORES = 4
 
-_PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]*)\s*;")
 _CLOCKS = {"clk": "clk", "rst": "rst_q", "dram_clk": "dram_clk", "dram_rst": "dram_rst_q"}
 # core packet port -> link port packet port it meets (core tx feeds port tx_packet)
 _PACKET = {"tx": "tx_packet", "rx": "rx_packet"}
@@ -51,20 +52,6 @@ def core_prefix(i: int) -> str:
 def port_prefix(link: int, end: str) -> str:
     """Top-port prefix of link ``link``'s end ``a`` (core ``link``) or ``b`` (core ``link + 1``)."""
     return f"l{link}{end}__"
-
-
-def _ports(verilog: str, module: str):
-    """(direction, width, name) of ``module``'s ports, in order."""
-    start = verilog.index(f"module {module}(")
-    body = verilog[start:verilog.index("endmodule", start)]
-    ports = []
-    for line in body.splitlines()[1:]:
-        m = _PORT.match(line)
-        if m:
-            ports.append((m.group(1), m.group(2) or "", m.group(3)))
-    if not ports:
-        raise RuntimeError(f"no ports found for module {module}")
-    return ports
 
 
 def link_system_verilog(n_cores: int = 3, config_path: str | None = None, **core_params) -> str:
@@ -82,7 +69,7 @@ def link_system_verilog(n_cores: int = 3, config_path: str | None = None, **core
     core_v = ndp_core_verilog(config_path, name="ndp_core", link=True, **core_params)
     link_config = LinkConfig(max_payload=core_params.get("link_max_payload", 1024))
     port_v = verilog.convert(LinkPort(link_config), name="link_port")
-    core_ports, link_ports = _ports(core_v, "ndp_core"), _ports(port_v, "link_port")
+    core_ports, link_ports = module_ports(core_v, "ndp_core"), module_ports(port_v, "link_port")
 
     top_ports = [("input", "", name) for name in _CLOCKS]
     wires, body = [], []

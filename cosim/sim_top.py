@@ -17,7 +17,7 @@ harness drive it as they would the core. The fast harness
 
 import re
 
-__all__ = ["reset_register_wrapper", "ndp_core_sim_verilog", "SIM_TOP"]
+__all__ = ["module_ports", "reset_register_wrapper", "ndp_core_sim_verilog", "SIM_TOP"]
 
 #: Top module of :func:`ndp_core_sim_verilog`.
 SIM_TOP = "ndp_sim_top"
@@ -27,16 +27,25 @@ _PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]
 _RESETS = {"rst": "clk", "dram_rst": "dram_clk"}
 
 
-def reset_register_wrapper(core_verilog: str, top: str, module: str = "ndp_core") -> str:
-    """Verilog of module ``top`` with the ports of ``module`` (defined in ``core_verilog``),
-    instantiating it with ``rst`` / ``dram_rst`` registered in ``clk`` / ``dram_clk``."""
-    start = core_verilog.index(f"module {module}(")
-    body = core_verilog[start:core_verilog.index("endmodule", start)]
+def module_ports(verilog: str, module: str) -> list:
+    """``(direction, width, name)`` of the ports of ``module`` in Amaranth's ``verilog``, in order
+    (width ``"[N:0]"`` or ``""``)."""
+    start = verilog.index(f"module {module}(")
+    body = verilog[start:verilog.index("endmodule", start)]
     ports = []
     for line in body.splitlines()[1:]:
         m = _PORT.match(line)
         if m:
             ports.append((m.group(1), m.group(2) or "", m.group(3)))
+    if not ports:
+        raise RuntimeError(f"no ports found for module {module}")
+    return ports
+
+
+def reset_register_wrapper(core_verilog: str, top: str, module: str = "ndp_core") -> str:
+    """Verilog of module ``top`` with the ports of ``module`` (defined in ``core_verilog``),
+    instantiating it with ``rst`` / ``dram_rst`` registered in ``clk`` / ``dram_clk``."""
+    ports = module_ports(core_verilog, module)
     names = [p[2] for p in ports]
     for rst, clk in _RESETS.items():
         for need in (rst, clk):
