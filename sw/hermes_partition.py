@@ -1,0 +1,200 @@
+"""Hermes' offline hot/cold neuron placement: an ILP over neuron groups, then a balanced DIMM split.
+
+Input (:class:`PartitionProblem`): each MLP neuron's firing frequency per
+layer (from an activation trace), the bytes of one neuron's weights, the time
+one activated neuron costs on the GPU and on an NDP-DIMM, the GPU memory the
+neurons may use and the DIMMs' count and capacity.
+
+The objective is the sum over layers of ``max(GPU time, slowest DIMM time)``
+with expected times ``sum(frequency x cost)`` of the neurons placed there.
+
+Structure used to make it small enough for the largest models (LLaMA2-70B:
+80 layers x 28672 neurons):
+
+1. **Frequency prefixes.** A layer's cost depends only on the work ``W`` it
+   puts on the GPU (``max(c_gpu W, c_ndp (W_total - W) / D)``), and its most
+   frequent neurons reach any ``W`` with the fewest bytes; so each layer's
+   choice is how many of its neurons, in decreasing frequency, go to the GPU
+   (optimal up to one neuron's work per layer while the DIMMs' capacity does
+   not bind; when it does, other mixes are not considered).
+2. **Groups.** Neurons are cut into groups of ``group`` in that order: a
+   layer chooses a number of groups. This rounds each layer's threshold to a
+   group boundary: at most one group's work per layer
+   (:attr:`Partition.group_gap_bound`; the tests compare with ``group=1``).
+3. **Symmetric DIMMs.** The DIMMs are charged the layer's NDP work divided by
+   their count; after solving, each layer's cold neurons are dealt to the
+   DIMMs one by one in decreasing frequency in a snake order (0, 1, .., D-1,
+   D-1, .., 0, ...), which keeps both the neuron counts (capacity) and the
+   work balanced. The achieved objective with that real split is reported
+   next to the ILP's.
+
+ILP (a multiple-choice knapsack): a binary ``x[l, k]`` per layer ``l`` and
+option ``k`` (its first ``k`` groups on the GPU), exactly one per layer::
+
+    minimise   sum_lk cost_lk x_lk,   cost_lk = max(c_gpu W_l(k), c_ndp / D (W_l - W_l(k)))
+    subject to sum_k x_lk = 1                                  for every layer
+               sum_lk bytes_lk x_lk <= gpu_budget
+               total_bytes - sum_lk bytes_lk x_lk <= D * dimm_capacity
+
+(``W_l(k)`` the summed frequencies of the first ``k`` groups). Options past a
+layer's cheapest one only cost more and use more GPU memory, so they are left
+out unless the DIMM capacity could need them. Solved with HiGHS through PuLP
+(CBC as the fallback); the solve time, status, size and objective are in the
+:class:`Partition`. Impossible capacities (the neurons do not fit on GPU +
+DIMMs) raise ``ValueError`` before solving.
+"""
+
+import dataclasses
+import time
+import warnings
+
+import numpy as np
+
+__all__ = ["PartitionProblem", "Partition", "solve_partition", "snake_split"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionProblem:
+    frequency: np.ndarray              # [layers, neurons], each in [0, 1]
+    neuron_bytes: int                  # weights of one neuron (all its MLP rows / columns)
+    gpu_seconds_per_neuron: float      # one activated neuron on the GPU
+    ndp_seconds_per_neuron: float      # one activated neuron on one DIMM
+    gpu_budget_bytes: float            # GPU memory the MLP neurons may use
+    dimms: int
+    dimm_capacity_bytes: float
+    group: int = 256
+
+    def __post_init__(self):
+        f = self.frequency
+        if not isinstance(f, np.ndarray) or f.ndim != 2 or f.size == 0:
+            raise ValueError(f"frequency must be a non-empty [layers, neurons] array, got "
+                             f"{getattr(f, 'shape', type(f))}")
+        if not np.all(np.isfinite(f)) or f.min() < 0 or f.max() > 1:
+            raise ValueError("frequency values must be in [0, 1]")
+        for name in ("neuron_bytes", "dimms", "group"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        for name in ("gpu_seconds_per_neuron", "ndp_seconds_per_neuron"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+        for name in ("gpu_budget_bytes", "dimm_capacity_bytes"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"{name} must be >= 0, got {v!r}")
+        total = f.size * self.neuron_bytes
+        room = self.gpu_budget_bytes + self.dimms * self.dimm_capacity_bytes
+        if total > room:
+            raise ValueError(f"impossible capacities: the neurons need {total / 2**30:.2f} GiB, "
+                             f"GPU budget + DIMMs hold {room / 2**30:.2f} GiB")
+
+
+@dataclasses.dataclass
+class Partition:
+    on_gpu: np.ndarray            # [layers, neurons] bool
+    dimm: np.ndarray              # [layers, neurons] int: DIMM index of a cold neuron, -1 on the GPU
+    ilp_objective: float          # seconds per token, DIMMs charged work / D
+    objective: float              # seconds per token with the real DIMM split
+    gpu_seconds: np.ndarray       # [layers]
+    dimm_seconds: np.ndarray      # [layers, dimms]
+    group_gap_bound: float        # seconds: what grouping can cost at most (one group per layer)
+    solve_seconds: float
+    status: str
+    solver: str
+    variables: int
+
+    @property
+    def hot_share(self) -> float:
+        """Share of the neurons placed on the GPU."""
+        return float(self.on_gpu.mean())
+
+
+def snake_split(weights: np.ndarray, dimms: int) -> np.ndarray:
+    """DIMM index per item: items in decreasing ``weights`` dealt 0..D-1, D-1..0, ... ."""
+    order = np.argsort(-weights, kind="stable")
+    lap = np.arange(len(order)) % (2 * dimms)
+    slot = np.where(lap < dimms, lap, 2 * dimms - 1 - lap)
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = slot
+    return out
+
+
+def _groups(freq_row: np.ndarray, group: int):
+    order = np.argsort(-freq_row, kind="stable")
+    return [order[i:i + group] for i in range(0, len(order), group)]
+
+
+def solve_partition(problem: PartitionProblem, *, solver: str = "highs",
+                    time_limit: float = 600.0, gap: float = 1e-6) -> Partition:
+    """Solve ``problem`` (see the module docstring); ``solver`` "highs" or "cbc"."""
+    import pulp
+
+    if solver not in ("highs", "cbc"):
+        raise ValueError(f"solver must be 'highs' or 'cbc', got {solver!r}")
+    p = problem
+    layers, neurons = p.frequency.shape
+    groups = [_groups(p.frequency[l], p.group) for l in range(layers)]
+    total_bytes = layers * neurons * p.neuron_bytes
+    # options per layer: the k most frequent groups on the GPU; an option costing more than a
+    # cheaper one with fewer GPU bytes can never be chosen (fewer DIMM bytes is its only use,
+    # kept while the DIMM capacity could need it)
+    options = []
+    for l, gs in enumerate(groups):
+        w = np.concatenate([[0.0], np.cumsum([p.frequency[l, g].sum() for g in gs])])
+        n = np.concatenate([[0], np.cumsum([len(g) for g in gs])])
+        cost = np.maximum(p.gpu_seconds_per_neuron * w,
+                          p.ndp_seconds_per_neuron / p.dimms * (w[-1] - w))
+        best = int(np.argmin(cost))
+        dimm_tight = total_bytes > p.dimms * p.dimm_capacity_bytes - neurons * p.neuron_bytes
+        keep = range(len(w)) if dimm_tight else range(best + 1)
+        options.append([(k, float(cost[k]), int(n[k]) * p.neuron_bytes) for k in keep])
+    prob = pulp.LpProblem("hermes_placement", pulp.LpMinimize)
+    x = [[prob.add_variable(f"x_{l}_{k}", cat="Binary") for k, _, _ in opts]
+         for l, opts in enumerate(options)]
+    prob += pulp.lpSum(c * x[l][i] for l, opts in enumerate(options)
+                       for i, (_, c, _) in enumerate(opts))
+    for l in range(layers):
+        prob += pulp.lpSum(x[l]) == 1
+    gpu_bytes = pulp.lpSum(b * x[l][i] for l, opts in enumerate(options)
+                           for i, (_, _, b) in enumerate(opts))
+    prob += gpu_bytes <= p.gpu_budget_bytes
+    prob += total_bytes - gpu_bytes <= p.dimms * p.dimm_capacity_bytes
+    if solver == "highs":
+        cmd = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=gap)
+    else:      # the CBC binary PuLP 3 ships (deprecated there for PuLP 4's COIN_CMD)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=gap)
+    t0 = time.perf_counter()
+    prob.solve(cmd)
+    solve_seconds = time.perf_counter() - t0
+    status = pulp.LpStatus[prob.status]
+    if status != "Optimal":
+        raise RuntimeError(f"the placement ILP ended {status} after {solve_seconds:.1f} s")
+
+    on_gpu = np.zeros((layers, neurons), dtype=bool)
+    for l, opts in enumerate(options):
+        k = next(k for i, (k, _, _) in enumerate(opts) if x[l][i].value() > 0.5)
+        for g in groups[l][:k]:
+            on_gpu[l, g] = True
+    dimm = np.full((layers, neurons), -1, dtype=np.int64)
+    gpu_s = np.zeros(layers)
+    dimm_s = np.zeros((layers, p.dimms))
+    for l in range(layers):
+        cold = np.flatnonzero(~on_gpu[l])
+        dimm[l, cold] = snake_split(p.frequency[l, cold], p.dimms)
+        gpu_s[l] = p.gpu_seconds_per_neuron * p.frequency[l, on_gpu[l]].sum()
+        np.add.at(dimm_s[l], dimm[l, cold], p.ndp_seconds_per_neuron * p.frequency[l, cold])
+    per_dimm_bytes = np.bincount(dimm[dimm >= 0], minlength=p.dimms) * p.neuron_bytes
+    if per_dimm_bytes.max(initial=0) > p.dimm_capacity_bytes:
+        raise RuntimeError(f"the DIMM split needs {per_dimm_bytes.max()} B on one DIMM, more than "
+                           f"its {p.dimm_capacity_bytes:.0f} B (capacity within one group of full)")
+    bound = sum(max(p.gpu_seconds_per_neuron, p.ndp_seconds_per_neuron / p.dimms) *
+                float(np.sort(p.frequency[l])[-p.group:].sum()) for l in range(layers)) \
+        if p.group > 1 else 0.0
+    return Partition(on_gpu=on_gpu, dimm=dimm, ilp_objective=float(pulp.value(prob.objective)),
+                     objective=float(np.maximum(gpu_s, dimm_s.max(axis=1)).sum()),
+                     gpu_seconds=gpu_s, dimm_seconds=dimm_s, group_gap_bound=bound,
+                     solve_seconds=solve_seconds, status=status, solver=solver,
+                     variables=sum(len(r) for r in x))
