@@ -170,8 +170,10 @@ def popularity(neurons: int, active_fraction: float, skew: float, max_probabilit
 def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: float = 0.1,
                     skew: float = 1.0, token_similarity: float = 0.6,
                     layer_correlation: float = 0.3, max_probability: float = 0.98,
-                    seed: int = 0) -> ActivationTrace:
-    """A synthetic trace (see the module docstring for what each parameter does)."""
+                    seed: int = 0, model_seed: int = 0) -> ActivationTrace:
+    """A synthetic trace (see the module docstring for what each parameter does). ``model_seed``
+    fixes the model: which neurons are hot in each layer and the partners across layers (a
+    profiling trace and a later run of the same model share it); ``seed`` the tokens."""
     for name, v, lo, hi in (("tokens", tokens, 1, 1 << 20), ("layers", layers, 1, 4096),
                             ("neurons", neurons, 1, 1 << 20)):
         _check(name, v, lo, hi, int)
@@ -181,9 +183,11 @@ def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: 
     _check("layer_correlation", layer_correlation, 0.0, 1.0)
     _check("max_probability", max_probability, 1e-3, 1.0)
     _check("seed", seed, 0, 2 ** 63 - 1, int)
+    _check("model_seed", model_seed, 0, 2 ** 63 - 1, int)
+    model_rng = np.random.default_rng(model_seed)
+    order = np.stack([model_rng.permutation(neurons) for _ in range(layers)])  # layer, rank -> neuron
     rng = np.random.default_rng(seed)
     p_rank = popularity(neurons, active_fraction, skew, max_probability)
-    order = np.stack([rng.permutation(neurons) for _ in range(layers)])   # layer -> rank -> neuron
     p = np.empty((layers, neurons))
     for layer in range(layers):
         p[layer, order[layer]] = p_rank
@@ -206,7 +210,7 @@ def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: 
         active[t] = state
     meta = {"source": "synthetic", "active_fraction": active_fraction, "skew": skew,
             "token_similarity": token_similarity, "layer_correlation": layer_correlation,
-            "max_probability": max_probability, "seed": seed}
+            "max_probability": max_probability, "seed": seed, "model_seed": model_seed}
     return ActivationTrace(active, meta)
 
 
