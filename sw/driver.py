@@ -1113,7 +1113,9 @@ class NdpSystem:
             # separate harness instances cannot reach each other
             if backend != "model":
                 raise ValueError(f"DIMM-Link between {n_dimms} DIMMs runs on the model backend "
-                                 f"only (each RTL DIMM is its own harness instance), got {backend!r}")
+                                 f"only (each RTL DIMM is its own harness instance; RTL cores "
+                                 f"joined by links run in the cocotb bench "
+                                 f"cosim/benches/link_system.py), got {backend!r}")
             from ndpdimm.cosim.link_model import LinkFabric
             self.fabric = LinkFabric(n_dimms)
             self.dimms = [Dimm(backend, config, fabric=self.fabric, dimm_id=i, **kwargs)
