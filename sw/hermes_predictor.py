@@ -198,15 +198,18 @@ class NeuronPredictor:
                     bloom.add(band << 56 ^ value)
         self.blooms[layer] = bloom
 
-    def memory_bytes(self) -> dict:
-        """The predictor's state as hardware/software would hold it, bytes per part."""
+    def memory_bytes(self, per_layer: bool = False) -> dict:
+        """The predictor's state as hardware/software would hold it, bytes per part: for all
+        layers, or (``per_layer``) for the one layer being predicted - the working set that
+        must be at hand while a layer runs (the other layers' state can wait in DRAM)."""
         index_bits = max(1, (self.neurons - 1).bit_length())
+        layers = 1 if per_layer else self.layers
         return {
-            "correlation_table": self.layers * self.neurons * self.top_k * (index_bits + 8) // 8,
-            "window_bitmaps": self.layers * self.window * self.neurons // 8,
-            "counters": self.layers * self.neurons * self.counter_bits // 8,
-            "signatures": self.layers * self.window * self.bands * 8,
-            "bloom_filters": self.layers * self.bloom_bits // 8,
+            "correlation_table": layers * self.neurons * self.top_k * (index_bits + 8) // 8,
+            "window_bitmaps": layers * self.window * self.neurons // 8,
+            "counters": layers * self.neurons * self.counter_bits // 8,
+            "signatures": layers * self.window * self.bands * 8,
+            "bloom_filters": layers * self.bloom_bits // 8,
         }
 
 

@@ -90,6 +90,10 @@ def test_memory_footprint_of_llama2_70b():
     assert mem["correlation_table"] == m.layers * m.ffn * 4 * (15 + 8) // 8
     assert mem["window_bitmaps"] == m.layers * 16 * m.ffn // 8
     assert mem["counters"] == m.layers * m.ffn * 2 // 8
+    # the working set of one layer is the few hundred KB Hermes aims at; all layers are not
+    layer = p.memory_bytes(per_layer=True)
+    assert 200e3 < sum(layer.values()) < 500e3
+    assert sum(mem.values()) == pytest.approx(m.layers * sum(layer.values()), rel=1e-3)
 
 
 @pytest.mark.parametrize("kw, message", [
