@@ -119,6 +119,12 @@ def relayout_moves(fields):
     return moves
 
 
+def _striped_blocks(fields, member: int) -> int:
+    """Blocks member ``member`` holds of a tensor striped over the RELAYOUT's group."""
+    quo, rem = divmod(fields["n_blocks"], fields["group_dimms"])
+    return quo + (member < rem)
+
+
 class LinkFabric:
     """The DIMM-Link chain of a model-backend system (see the module docstring)."""
 
@@ -141,11 +147,14 @@ class LinkFabric:
             return "atomic_int32" if f["int32"] else "atomic_fp32"
         return "read" if f["read"] else "write"
 
+    def _split(self, n_bytes: int) -> list:
+        """(offset, bytes) of each packet a transfer of ``n_bytes`` is cut into."""
+        step = self.config.max_payload
+        return [(off, min(step, n_bytes - off)) for off in range(0, n_bytes, step)]
+
     def _packets(self, f):
         """(remote address, local address, bytes) of each packet."""
-        step = self.config.max_payload
-        return [(f["remote"] + off, f["sram"] + off, min(step, f["n_bytes"] - off))
-                for off in range(0, f["n_bytes"], step)]
+        return [(f["remote"] + off, f["sram"] + off, n) for off, n in self._split(f["n_bytes"])]
 
     def _packet_status(self, target, kind, remote, n) -> Status:
         if remote & DRAM_SPACE:
@@ -258,17 +267,15 @@ class LinkFabric:
         if B % BURST_BYTES or f["src"] % BURST_BYTES or f["dst"] % BURST_BYTES or \
                 f["staging"] % WORD_BYTES:
             return Status.MISALIGNED
-        quo, rem = divmod(n, D)
-        count = (quo + (me < rem)) if f["to_localized"] else (n if me == t else 0)
-        extent = n if f["to_localized"] else quo + (rem != 0)
+        count = _striped_blocks(f, me) if f["to_localized"] else (n if me == t else 0)
+        extent = n if f["to_localized"] else _striped_blocks(f, 0)
         lo, hi = here.core.window
         if f["src"] < lo or f["src"] + count * B > hi or f["dst"] + extent * B > here.org.capacity_bytes:
             return Status.DRAM_RANGE
         if f["staging"] + 2 * B > here.core.S:
             return Status.SRAM_RANGE
         for _, _, to, to_at in self._relayout_blocks(src, f):
-            for off in range(0, B, self.config.max_payload):
-                n_packet = min(self.config.max_payload, B - off)
+            for off, n_packet in self._split(B):
                 if self._packet_status(self.backends[to], "write", DRAM_SPACE | (to_at + off),
                                        n_packet) != Status.OK:
                     return Status.REMOTE_RANGE
@@ -288,8 +295,7 @@ class LinkFabric:
             for a, b in here._unknown_dram.overlap(at, at + B):
                 here._unknown_sram.add(a - at + buf, b - at + buf)
             refused = False
-            for off in range(0, B, self.config.max_payload):
-                n_packet = min(self.config.max_payload, B - off)
+            for off, n_packet in self._split(B):
                 if self._packet_status(receiver, "write", DRAM_SPACE | (to_at + off),
                                        n_packet) != Status.OK:
                     refused = True
@@ -305,9 +311,7 @@ class LinkFabric:
 
     def _dram_write_cycles(self, n_bytes: int) -> float:
         """A receiver writing one block into its DRAM, one packet at a time."""
-        step = self.config.max_payload
-        return sum(DRAM_WORD_CYCLES * (min(step, n_bytes - off) // WORD_BYTES) + DRAM_PACKET_CYCLES
-                   for off in range(0, n_bytes, step))
+        return sum(self._target_cycles("write", DRAM_SPACE, n, 0) for _, n in self._split(n_bytes))
 
     def relayout_cycles(self, src: int, f, status: Status, dma_cycles) -> int:
         """Predicted ``CQ_CYCLES`` of RELAYOUT ``f`` on member ``src``; ``dma_cycles(address,
@@ -318,7 +322,7 @@ class LinkFabric:
         if status != Status.OK or not blocks:
             return RELAYOUT_CHECK_CYCLES
         B = f["block_bytes"]
-        packets = -(-B // self.config.max_payload)
+        packets = len(self._split(B))
         link = [self.cycles(src, {"opcode": Opcode.LINK_SEND, "read": 0, "dest": to,
                                   "remote": DRAM_SPACE | to_at, "sram": f["staging"], "n_bytes": B},
                             Status.OK) - DISPATCH_CYCLES
@@ -333,11 +337,9 @@ class LinkFabric:
             # every member's blocks land in the target's DRAM one packet at a time, and those
             # from either side share the link into the target
             c, D, t = self.config, f["group_dimms"], f["target"]
-            quo, rem = divmod(f["n_blocks"], D)
-            left = sum(quo + (j < rem) for j in range(t))
-            right = sum(quo + (j < rem) for j in range(t + 1, D))
-            wire = sum(frame_flits(min(c.max_payload, B - off), c.flit_bytes) * c.flit_cycles
-                       for off in range(0, B, c.max_payload))
+            left = sum(_striped_blocks(f, j) for j in range(t))
+            right = sum(_striped_blocks(f, j) for j in range(t + 1, D))
+            wire = sum(frame_flits(n, c.flit_bytes) * c.flit_cycles for _, n in self._split(B))
             write = self._dram_write_cycles(B) + RELAYOUT_PACKET_CYCLES * packets
             busy = max(f["n_blocks"] * write, max(left, right) * wire)
             back = abs(f["group_base"] + t - src) * HOP_CYCLES / 2

@@ -62,6 +62,11 @@ class PredictorAccuracy:
         return self.true_positives / a if a else 1.0
 
 
+def _band_key(band: int, value: int) -> int:
+    """One Bloom-filter key per (band, MinHash value)."""
+    return band << 56 ^ value
+
+
 class _Bloom:
     """A Bloom filter of 64-bit keys: ``bits`` bits, ``hashes`` probes."""
 
@@ -75,6 +80,12 @@ class _Bloom:
 
     def add(self, key: int):
         self.array[self._probes(key)] = True
+
+    def add_signature(self, bands):
+        """Every band value of a MinHash signature (an empty set's -1 left out)."""
+        for band, value in enumerate(bands):
+            if value >= 0:
+                self.add(_band_key(band, value))
 
     def __contains__(self, key: int) -> bool:
         return bool(self.array[self._probes(key)].all())
@@ -151,7 +162,7 @@ class NeuronPredictor:
             bands = self._bands(prev_active)
             similar = None
             for band, value in enumerate(bands):
-                if value >= 0 and (band << 56 ^ value) in self.blooms[layer]:
+                if value >= 0 and _band_key(band, value) in self.blooms[layer]:
                     for sig, bitmap in zip(reversed(self.signatures[layer]),
                                            reversed(self.history[layer])):
                         if sig[band] == value:
@@ -184,18 +195,14 @@ class NeuronPredictor:
             if len(self.signatures[layer]) == self.window:
                 self._rebuild_bloom(layer, skip_oldest=True)
             self.signatures[layer].append(bands)
-            for band, value in enumerate(bands):
-                if value >= 0:
-                    self.blooms[layer].add(band << 56 ^ value)
+            self.blooms[layer].add_signature(bands)
         self.history[layer].append(active)
 
     def _rebuild_bloom(self, layer, skip_oldest):
         """A Bloom filter cannot forget: rebuilt from the window when a token leaves it."""
         bloom = _Bloom(self.bloom_bits)
         for sig in list(self.signatures[layer])[1 if skip_oldest else 0:]:
-            for band, value in enumerate(sig):
-                if value >= 0:
-                    bloom.add(band << 56 ^ value)
+            bloom.add_signature(sig)
         self.blooms[layer] = bloom
 
     def memory_bytes(self, per_layer: bool = False) -> dict:
