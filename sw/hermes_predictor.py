@@ -34,6 +34,7 @@ import dataclasses
 from collections import deque
 
 import numpy as np
+import torch
 
 from .activation_traces import ActivationTrace
 
@@ -41,6 +42,8 @@ __all__ = ["NeuronPredictor", "PredictorAccuracy", "evaluate", "WEIGHTS"]
 
 #: Weights of the evidence: correlation table, window frequency, similar token, counter.
 WEIGHTS = (0.4, 0.25, 0.2, 0.15)
+#: Neurons of a layer whose table entries are found at once by :meth:`NeuronPredictor.fit`.
+_FIT_CHUNK = 2048
 _PRIME = (1 << 61) - 1
 
 
@@ -127,19 +130,31 @@ class NeuronPredictor:
         if (trace.layers, trace.neurons) != (self.layers, self.neurons):
             raise ValueError(f"trace has {trace.layers} layers x {trace.neurons} neurons, the "
                              f"predictor {self.layers} x {self.neurons}")
-        a = trace.active.astype(np.float32)
+        a = torch.from_numpy(trace.active).float()
+        k = self.top_k
+        # ties in P(j | i) (rare i, or j firing always) go to the i seen firing with j most: a
+        # term below the smallest gap between two different ratios of counts (1 / T^2)
+        tie = 0.5 / (trace.tokens ** 3 + 1)
         for l in range(1, self.layers):
-            prev, cur = a[:, l - 1], a[:, l]
-            both = prev.T @ cur                       # [prev neuron, neuron]: co-firings
-            support = prev.sum(0)[:, None]
-            score = np.where(support >= min_support, both / np.maximum(support, 1), 0.0)
-            # ties in P(j | i) (rare i, or j firing always) go to the i seen firing with j most
-            rank = score + 1e-9 * both
-            top = np.argsort(-rank, axis=0, kind="stable")[:self.top_k].T   # [neuron, top_k]
-            self.table[l] = top
-            prob = np.take_along_axis(score.T, top, axis=1)
-            self.table_prob[l] = np.round(prob * 255) / 255             # held in 8 bits
-            self.table_valid[l] = prob > 0
+            prev = a[:, l - 1]
+            support = prev.sum(0)
+            # only previous-layer neurons with enough support can predict anything: the others
+            # score 0 and would only fill the table (marked invalid)
+            cand = torch.nonzero(support >= min_support).flatten()
+            if cand.numel() < k:
+                cand = torch.unique(torch.cat([cand, torch.arange(k)]))
+            inv = torch.where(support[cand] >= min_support, 1.0 / support[cand].clamp(min=1), 0.0)
+            prev_c = prev[:, cand]
+            # neurons in chunks: a full [neurons x neurons] table of a large model (28672^2
+            # floats, 3.3 GB) would not fit in memory
+            for c0 in range(0, self.neurons, _FIT_CHUNK):
+                both = a[:, l, c0:c0 + _FIT_CHUNK].T @ prev_c      # [neuron, candidate] co-firings
+                score = both * inv
+                _, top = torch.topk(score + tie * both, k, dim=1)    # [neuron, top_k]
+                prob = torch.gather(score, 1, top).double().numpy()
+                self.table[l, c0:c0 + _FIT_CHUNK] = cand[top].numpy()
+                self.table_prob[l, c0:c0 + _FIT_CHUNK] = np.round(prob * 255) / 255   # 8 bits
+                self.table_valid[l, c0:c0 + _FIT_CHUNK] = prob > 0
         return self
 
     # ---- online ----------------------------------------------------------------------------
