@@ -102,6 +102,7 @@ class Pcie:
     gt_per_s: float
     encoding_efficiency: float
     protocol_efficiency: float
+    latency_us: float          # one small transfer's latency (DMA set-up, flight, completion)
 
     @property
     def gbytes_per_s(self) -> float:
@@ -112,6 +113,7 @@ class Pcie:
 @dataclasses.dataclass(frozen=True)
 class Host:
     name: str
+    memory_gb: float
     memory_bandwidth_gbs: float
     fp32_tflops: float
     memory_efficiency: float

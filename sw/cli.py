@@ -11,6 +11,8 @@ Subcommands:
 * ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
   (``cosim/calibrate.py``)
 * ``ndpdimm synth``   Yosys synthesis and the area report (``synth/command.py``)
+* ``ndpdimm hermes``  the Hermes scenario: a dense LLM on a GPU + NDP-DIMMs against its baselines,
+  or a sweep (``sw/hermes.py``, ``sw/hermes_report.py``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -96,6 +98,38 @@ def _parser():
                                      "area report (synth/reports/area.md, .json, .png)")
     synth_command.add_arguments(s)
 
+    h = sub.add_parser("hermes", help="Hermes scenario: dense LLM decode on one GPU + NDP-DIMMs "
+                                      "with activation sparsity, against its baselines")
+    h.add_argument("--model", default="llama2-70b",
+                   help="model name from sw/configs/models or a TOML file (default llama2-70b)")
+    h.add_argument("--hardware", default="hermes", help="hardware name or TOML file (default hermes)")
+    h.add_argument("--batch", type=_positive, default=1, help="sequences per decode step, 1..16")
+    h.add_argument("--dimms", type=_positive, default=None, help="NDP-DIMMs (default: the hardware file's)")
+    h.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
+    h.add_argument("--act-lanes", type=_positive, default=256, help="activation unit lanes")
+    h.add_argument("--backend", choices=("model", "rtl"), default="model",
+                   help="where NDP kernel cycles come from (rtl: the Verilated core; needs a "
+                        "small --units, e.g. 16, and --act-lanes 16)")
+    h.add_argument("--prompt", type=_positive, default=512, help="prompt tokens (default 512)")
+    h.add_argument("--tokens", type=_positive, default=64, help="decode steps simulated (default 64)")
+    h.add_argument("--sample-layers", type=_positive, default=4,
+                   help="distinct layers simulated; layer l replays sample l mod S (default 4)")
+    h.add_argument("--active-fraction", type=float, default=0.1)
+    h.add_argument("--skew", type=float, default=1.2)
+    h.add_argument("--token-similarity", type=float, default=0.9)
+    h.add_argument("--layer-correlation", type=float, default=0.8)
+    h.add_argument("--coefficient", type=float, default=0.85, help="predictor coefficient")
+    h.add_argument("--hot-share", type=float, default=None,
+                   help="force this share of MLP neurons on the GPU (default: the ILP's choice)")
+    h.add_argument("--trace", default=None, help="replay a recorded activation trace (.npz)")
+    h.add_argument("--seed", type=int, default=0)
+    h.add_argument("--sweep", choices=("batch", "dimms", "units", "hot_share"), default=None,
+                   help="run once per value of this parameter")
+    h.add_argument("--values", default=None,
+                   help="comma-separated sweep values (default: batch 1..16, dimms 4,8,16, "
+                        "units 32..512, hot_share 0..0.3)")
+    h.add_argument("--out-dir", default="build/hermes", help="JSON and plots (default build/hermes)")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -147,6 +181,29 @@ def main(argv=None):
         elif args.command == "synth":
             from ndpdimm.synth import command as synth_command
             synth_command.run(args)
+        elif args.command == "hermes":
+            from .hermes import HermesConfig
+            from .hermes_report import hermes_command
+            values = None
+            if args.values is not None:
+                conv = float if args.sweep == "hot_share" else int
+                try:
+                    values = tuple(conv(v) for v in args.values.split(","))
+                except ValueError:
+                    raise ValueError(f"--values must be comma-separated numbers, got {args.values!r}")
+                if args.sweep is None:
+                    raise ValueError("--values needs --sweep")
+            cfg = HermesConfig(model=args.model, hardware=args.hardware, batch=args.batch,
+                               dimms=args.dimms, units=args.units, act_lanes=args.act_lanes,
+                               backend=args.backend, prompt=args.prompt, tokens=args.tokens,
+                               sample_layers=args.sample_layers,
+                               active_fraction=args.active_fraction, skew=args.skew,
+                               token_similarity=args.token_similarity,
+                               layer_correlation=args.layer_correlation,
+                               coefficient=args.coefficient, hot_share=args.hot_share,
+                               seed=args.seed)
+            hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
+                           trace_file=args.trace)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

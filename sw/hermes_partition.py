@@ -29,7 +29,9 @@ Structure used to make it small enough for the largest models (LLaMA2-70B:
    next to the ILP's.
 
 ILP (a multiple-choice knapsack): a binary ``x[l, k]`` per layer ``l`` and
-option ``k`` (its first ``k`` groups on the GPU), exactly one per layer::
+option ``k`` (its first ``k`` groups on the GPU), exactly one per layer (layers
+with identical frequencies form one class with an integer count per option
+instead, which removes the symmetry)::
 
     minimise   sum_lk cost_lk x_lk,   cost_lk = max(c_gpu W_l(k), c_ndp / D (W_l - W_l(k)))
     subject to sum_k x_lk = 1                                  for every layer
@@ -40,8 +42,22 @@ option ``k`` (its first ``k`` groups on the GPU), exactly one per layer::
 layer's cheapest one only cost more and use more GPU memory, so they are left
 out unless the DIMM capacity could need them. Solved with HiGHS through PuLP
 (CBC as the fallback); the solve time, status, size and objective are in the
-:class:`Partition`. Impossible capacities (the neurons do not fit on GPU +
-DIMMs) raise ``ValueError`` before solving.
+:class:`Partition`.
+
+A layer may also have a *dense* block (``dense_bytes`` > 0: Hermes' QKV
+projection, computed in full every token; it runs in its own phase, before
+the MLP): a layer's option is then a pair ``(k, j)``, ``k`` MLP groups and the
+share ``j / dense_levels`` of the block's rows on the GPU, costing the MLP
+term plus ``max(j/J g, (1 - j/J) n / D)`` (``g``, ``n`` the whole block's GPU
+and one-DIMM times) and using ``j/J dense_bytes`` more GPU memory. Only the
+Pareto front of (GPU bytes, cost) is kept per layer (unless DIMM capacity is
+tight), which keeps the ILP small (LLaMA2-70B: 2320 binaries, under a
+second). The chosen share per layer is :attr:`Partition.dense_gpu_share`.
+``hot_groups`` forces the number of MLP groups on the GPU in every layer (a
+hot-share sweep); the dense block stays free.
+
+Impossible capacities (the neurons do not fit on GPU + DIMMs) raise
+``ValueError`` before solving.
 """
 
 import dataclasses
@@ -63,6 +79,11 @@ class PartitionProblem:
     dimms: int
     dimm_capacity_bytes: float
     group: int = 256
+    dense_bytes: int = 0               # per layer, 0 = no dense block
+    dense_gpu_seconds: float = 0.0     # the whole block on the GPU
+    dense_ndp_seconds: float = 0.0     # the whole block on one DIMM
+    dense_levels: int = 8
+    hot_groups: int | None = None
 
     def __post_init__(self):
         f = self.frequency
@@ -71,7 +92,7 @@ class PartitionProblem:
                              f"{getattr(f, 'shape', type(f))}")
         if not np.all(np.isfinite(f)) or f.min() < 0 or f.max() > 1:
             raise ValueError("frequency values must be in [0, 1]")
-        for name in ("neuron_bytes", "dimms", "group"):
+        for name in ("neuron_bytes", "dimms", "group", "dense_levels"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
@@ -83,7 +104,19 @@ class PartitionProblem:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"{name} must be >= 0, got {v!r}")
-        total = f.size * self.neuron_bytes
+        if isinstance(self.dense_bytes, bool) or not isinstance(self.dense_bytes, int) \
+                or self.dense_bytes < 0:
+            raise ValueError(f"dense_bytes must be an int >= 0, got {self.dense_bytes!r}")
+        for name in ("dense_gpu_seconds", "dense_ndp_seconds"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or v < 0 or (self.dense_bytes and not v > 0):
+                raise ValueError(f"{name} must be > 0 with a dense block (>= 0 without), got {v!r}")
+        if self.hot_groups is not None:
+            top = -(-f.shape[1] // self.group)
+            if isinstance(self.hot_groups, bool) or not isinstance(self.hot_groups, int) \
+                    or not 0 <= self.hot_groups <= top:
+                raise ValueError(f"hot_groups must be an int in [0, {top}], got {self.hot_groups!r}")
+        total = f.size * self.neuron_bytes + f.shape[0] * self.dense_bytes
         room = self.gpu_budget_bytes + self.dimms * self.dimm_capacity_bytes
         if total > room:
             raise ValueError(f"impossible capacities: the neurons need {total / 2**30:.2f} GiB, "
@@ -99,6 +132,7 @@ class Partition:
     gpu_seconds: np.ndarray       # [layers]
     dimm_seconds: np.ndarray      # [layers, dimms]
     group_gap_bound: float        # seconds: what grouping can cost at most (one group per layer)
+    dense_gpu_share: np.ndarray   # [layers]: share of the dense block's rows on the GPU
     solve_seconds: float
     status: str
     solver: str
@@ -135,29 +169,51 @@ def solve_partition(problem: PartitionProblem, *, solver: str = "highs",
     p = problem
     layers, neurons = p.frequency.shape
     groups = [_groups(p.frequency[l], p.group) for l in range(layers)]
-    total_bytes = layers * neurons * p.neuron_bytes
-    # options per layer: the k most frequent groups on the GPU; an option costing more than a
-    # cheaper one with fewer GPU bytes can never be chosen (fewer DIMM bytes is its only use,
-    # kept while the DIMM capacity could need it)
+    total_bytes = layers * (neurons * p.neuron_bytes + p.dense_bytes)
+    # options per layer: the k most frequent groups (and the share j / J of the dense block) on
+    # the GPU; an option costing more than a cheaper one with fewer GPU bytes can never be chosen
+    # (fewer DIMM bytes is its only use, kept while the DIMM capacity could need it)
+    shares = np.arange(p.dense_levels + 1) / p.dense_levels if p.dense_bytes else np.zeros(1)
+    dense_cost = np.maximum(shares * p.dense_gpu_seconds,
+                            (1 - shares) * p.dense_ndp_seconds / p.dimms)
+    dense_bytes = shares * p.dense_bytes
+    dimm_tight = total_bytes > p.dimms * p.dimm_capacity_bytes - neurons * p.neuron_bytes \
+        - p.dense_bytes
+    # layers with identical frequencies are interchangeable: one class each, and an integer
+    # count of the class's layers per option replaces a binary per layer (the same ILP without
+    # its symmetry, which otherwise stalls branch and bound when a trace's layers repeat)
+    classes = {}
+    for l in range(layers):
+        classes.setdefault(p.frequency[l].tobytes(), []).append(l)
+    members = list(classes.values())
     options = []
-    for l, gs in enumerate(groups):
+    for l in (m[0] for m in members):
+        gs = groups[l]
         w = np.concatenate([[0.0], np.cumsum([p.frequency[l, g].sum() for g in gs])])
         n = np.concatenate([[0], np.cumsum([len(g) for g in gs])])
         cost = np.maximum(p.gpu_seconds_per_neuron * w,
                           p.ndp_seconds_per_neuron / p.dimms * (w[-1] - w))
-        best = int(np.argmin(cost))
-        dimm_tight = total_bytes > p.dimms * p.dimm_capacity_bytes - neurons * p.neuron_bytes
-        keep = range(len(w)) if dimm_tight else range(best + 1)
-        options.append([(k, float(cost[k]), int(n[k]) * p.neuron_bytes) for k in keep])
+        ks = range(len(w)) if p.hot_groups is None else [min(p.hot_groups, len(w) - 1)]
+        opts = sorted(((int(k), float(f), float(cost[k] + dc), float(n[k] * p.neuron_bytes + db))
+                       for k in ks for f, dc, db in zip(shares, dense_cost, dense_bytes)),
+                      key=lambda o: (o[3], o[2]))
+        if not dimm_tight:          # the Pareto front of (GPU bytes, cost)
+            front = []
+            for o in opts:
+                if not front or o[2] < front[-1][2]:
+                    front.append(o)
+            opts = front
+        options.append(opts)
     prob = pulp.LpProblem("hermes_placement", pulp.LpMinimize)
-    x = [[prob.add_variable(f"x_{l}_{k}", cat="Binary") for k, _, _ in opts]
-         for l, opts in enumerate(options)]
-    prob += pulp.lpSum(c * x[l][i] for l, opts in enumerate(options)
-                       for i, (_, c, _) in enumerate(opts))
-    for l in range(layers):
-        prob += pulp.lpSum(x[l]) == 1
-    gpu_bytes = pulp.lpSum(b * x[l][i] for l, opts in enumerate(options)
-                           for i, (_, _, b) in enumerate(opts))
+    x = [[prob.add_variable(f"x_{c}_{i}", lowBound=0, upBound=len(members[c]),
+                            cat="Binary" if len(members[c]) == 1 else "Integer")
+          for i in range(len(opts))] for c, opts in enumerate(options)]
+    prob += pulp.lpSum(o[2] * x[c][i] for c, opts in enumerate(options)
+                       for i, o in enumerate(opts))
+    for c, m in enumerate(members):
+        prob += pulp.lpSum(x[c]) == len(m)
+    gpu_bytes = pulp.lpSum(o[3] * x[c][i] for c, opts in enumerate(options)
+                           for i, o in enumerate(opts))
     prob += gpu_bytes <= p.gpu_budget_bytes
     prob += total_bytes - gpu_bytes <= p.dimms * p.dimm_capacity_bytes
     if solver == "highs":
@@ -174,10 +230,14 @@ def solve_partition(problem: PartitionProblem, *, solver: str = "highs",
         raise RuntimeError(f"the placement ILP ended {status} after {solve_seconds:.1f} s")
 
     on_gpu = np.zeros((layers, neurons), dtype=bool)
-    for l, opts in enumerate(options):
-        k = next(k for i, (k, _, _) in enumerate(opts) if x[l][i].value() > 0.5)
-        for g in groups[l][:k]:
-            on_gpu[l, g] = True
+    dense_share = np.zeros(layers)
+    for c, opts in enumerate(options):
+        chosen = [o for i, o in enumerate(opts) for _ in range(int(round(x[c][i].value())))]
+        for l, (k, dense_share[l], _, _) in zip(members[c], chosen):
+            for g in groups[l][:k]:
+                on_gpu[l, g] = True
+    dense_s = np.maximum(dense_share * p.dense_gpu_seconds,
+                         (1 - dense_share) * p.dense_ndp_seconds / p.dimms)
     dimm = np.full((layers, neurons), -1, dtype=np.int64)
     gpu_s = np.zeros(layers)
     dimm_s = np.zeros((layers, p.dimms))
@@ -186,7 +246,8 @@ def solve_partition(problem: PartitionProblem, *, solver: str = "highs",
         dimm[l, cold] = snake_split(p.frequency[l, cold], p.dimms)
         gpu_s[l] = p.gpu_seconds_per_neuron * p.frequency[l, on_gpu[l]].sum()
         np.add.at(dimm_s[l], dimm[l, cold], p.ndp_seconds_per_neuron * p.frequency[l, cold])
-    per_dimm_bytes = np.bincount(dimm[dimm >= 0], minlength=p.dimms) * p.neuron_bytes
+    per_dimm_bytes = np.bincount(dimm[dimm >= 0], minlength=p.dimms) * p.neuron_bytes + \
+        (1 - dense_share).sum() * p.dense_bytes / p.dimms
     if per_dimm_bytes.max(initial=0) > p.dimm_capacity_bytes:
         raise RuntimeError(f"the DIMM split needs {per_dimm_bytes.max()} B on one DIMM, more than "
                            f"its {p.dimm_capacity_bytes:.0f} B (capacity within one group of full)")
@@ -194,7 +255,8 @@ def solve_partition(problem: PartitionProblem, *, solver: str = "highs",
                 float(np.sort(p.frequency[l])[-p.group:].sum()) for l in range(layers)) \
         if p.group > 1 else 0.0
     return Partition(on_gpu=on_gpu, dimm=dimm, ilp_objective=float(pulp.value(prob.objective)),
-                     objective=float(np.maximum(gpu_s, dimm_s.max(axis=1)).sum()),
+                     objective=float(np.maximum(gpu_s, dimm_s.max(axis=1)).sum() + dense_s.sum()),
                      gpu_seconds=gpu_s, dimm_seconds=dimm_s, group_gap_bound=bound,
+                     dense_gpu_share=dense_share,
                      solve_seconds=solve_seconds, status=status, solver=solver,
                      variables=sum(len(r) for r in x))

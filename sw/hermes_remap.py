@@ -24,7 +24,7 @@ import numpy as np
 
 from .activation_traces import ActivationTrace
 
-__all__ = ["RemapResult", "replay", "imbalance"]
+__all__ = ["RemapResult", "replay", "imbalance", "rebalance_layer"]
 
 
 @dataclasses.dataclass
@@ -57,7 +57,7 @@ def imbalance(active: np.ndarray, dimm: np.ndarray, dimms: int) -> tuple:
     return total, count
 
 
-def _rebalance(window_active, dimm_row, dimms, max_swaps):
+def rebalance_layer(window_active, dimm_row, dimms, max_swaps):
     """Swaps for one layer from one window's activations; returns [(neuron, from, to)]."""
     counts = window_active.sum(axis=0)            # activations per neuron in the window
     cold = dimm_row >= 0
@@ -113,7 +113,7 @@ def replay(trace: ActivationTrace, dimm: np.ndarray, dimms: int, *, window: int 
             loads = np.bincount(dimm[l, cold], weights=chunk[:, l][:, cold].sum(0),
                                 minlength=dimms)
             if loads.mean() > 0 and loads.max() > threshold * loads.mean():
-                for neuron, frm, to in _rebalance(chunk[:, l], dimm[l], dimms, max_swaps):
+                for neuron, frm, to in rebalance_layer(chunk[:, l], dimm[l], dimms, max_swaps):
                     migrations.append((start + len(chunk), l, neuron, frm, to))
     return RemapResult(imbalance=total / n if n else 1.0,
                        imbalance_static=static_total / static_n if static_n else 1.0,
