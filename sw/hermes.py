@@ -207,6 +207,9 @@ def make_workload(cfg: HermesConfig, model: ModelShape | None = None, trace: Act
         if trace.neurons != model.ffn or trace.layers > model.layers:
             raise ValueError(f"the trace has {trace.layers} layers x {trace.neurons} neurons; "
                              f"{model.name} has {model.layers} x {model.ffn}")
+        if trace.tokens < cfg.tokens:
+            raise ValueError(f"the trace has {trace.tokens} tokens, fewer than the {cfg.tokens} "
+                             f"decode steps asked for")
         run = trace
         if trace.layers != profile.layers:
             profile = ActivationTrace(profile.active[:, :trace.layers] if trace.layers <= profile.layers
@@ -794,7 +797,14 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                       "group_gap_bound_ms": 1e3 * part.group_gap_bound,
                       "hot_share": part.hot_share,
                       "qkv_gpu_share": float(part.dense_gpu_share.mean()),
-                      "gpu_budget_gb": ndp_budget / 1e9},
+                      "gpu_budget_gb": ndp_budget / 1e9,
+                      "gpu_used_gb": (part.on_gpu.sum() * sh.neuron_bytes +
+                                      part.dense_gpu_share.sum() * sh.qkv_bytes) / 1e9,
+                      "dimm_used_gb": [float(b) / 1e9 for b in
+                                       np.bincount(part.dimm[part.dimm >= 0], minlength=dimms)
+                                       * sh.neuron_bytes + (1 - part.dense_gpu_share).sum()
+                                       * sh.qkv_bytes / dimms],
+                      "dimm_capacity_gb": dimm_room / 1e9},
         "imbalance": {"static": results["online"]["imbalance"],
                       "remapped": results["hermes"]["imbalance"],
                       "remap_migrations": sum(1 for e in runs["hermes"].migration_log
