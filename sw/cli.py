@@ -2,9 +2,10 @@
 
 Subcommands:
 
-* ``ndpdimm demo``    a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
+* ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/hermes_demo.py``);
+  ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
 * ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
-  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``)
+  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
@@ -32,8 +33,14 @@ def _parser():
     p = argparse.ArgumentParser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="run a real MLP layer (all-MiniLM-L6-v2) on the GEMV datapath RTL, "
-                                    "weights streamed from the DRAM model")
+    d = sub.add_parser("demo", help="the Hermes scenario end to end: a reduced model's decode with "
+                                    "its NDP kernels on the Verilated core, then LLaMA2-70B on the "
+                                    "calibrated model against the baselines (--real-layer: a real "
+                                    "MLP layer of all-MiniLM-L6-v2 on the GEMV datapath RTL)")
+    d.add_argument("--real-layer", action="store_true",
+                   help="run the real-layer demo instead (the options below apply to it)")
+    d.add_argument("--model", default="llama2-70b", help="full-size model of the Hermes demo")
+    d.add_argument("--out-dir", default="build/demo", help="Hermes demo output folder")
     d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
     d.add_argument("--batch", type=_positive, default=2, help="tokens per GEMV batch (default 2)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
@@ -48,12 +55,14 @@ def _parser():
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
-    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "all"),
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "hermes",
+                                       "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
                         "(cosim/bench_cosim.py); dimm_link: link goodput, latency and goodput "
-                        "under bit errors (cosim/bench_link.py)")
+                        "under bit errors (cosim/bench_link.py); hermes: tokens/s of every system "
+                        "for every model (sw/bench_hermes.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -141,7 +150,12 @@ def _parser():
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
-        if args.command == "demo":
+        if args.command == "demo" and not args.real_layer:
+            if args.threshold < 0:
+                raise ValueError(f"threshold must be >= 0, got {args.threshold}")
+            from .hermes_demo import run_hermes_demo
+            return run_hermes_demo(out_dir=args.out_dir, model=args.model)
+        elif args.command == "demo":
             from .demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,
                      sentence=args.sentence or DEFAULT_SENTENCE, threshold=args.threshold,
@@ -159,6 +173,9 @@ def main(argv=None):
             if args.suite in ("dimm_link", "all"):
                 from ndpdimm.cosim.bench_link import run_link_bench
                 run_link_bench(out=f"{args.out_dir}/dimm_link.json", jobs=args.jobs or 2)
+            if args.suite in ("hermes", "all"):
+                from .bench_hermes import run_hermes_bench
+                run_hermes_bench(out=f"{args.out_dir}/hermes.json")
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),

@@ -798,8 +798,8 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                       "hot_share": part.hot_share,
                       "qkv_gpu_share": float(part.dense_gpu_share.mean()),
                       "gpu_budget_gb": ndp_budget / 1e9,
-                      "gpu_used_gb": (part.on_gpu.sum() * sh.neuron_bytes +
-                                      part.dense_gpu_share.sum() * sh.qkv_bytes) / 1e9,
+                      "gpu_used_gb": float(part.on_gpu.sum() * sh.neuron_bytes +
+                                           part.dense_gpu_share.sum() * sh.qkv_bytes) / 1e9,
                       "dimm_used_gb": [float(b) / 1e9 for b in
                                        np.bincount(part.dimm[part.dimm >= 0], minlength=dimms)
                                        * sh.neuron_bytes + (1 - part.dense_gpu_share).sum()

@@ -26,6 +26,11 @@ def test_bad_demo_value_is_reported_before_any_work(capsys):
     assert "threshold must be >= 0" in capsys.readouterr().err
 
 
+def test_bad_demo_model_is_reported_before_any_work(capsys):
+    assert main(["demo", "--model", "gpt-5"]) == 2
+    assert "unknown model 'gpt-5'" in capsys.readouterr().err
+
+
 def test_verilog_subcommand(tmp_path):
     out = tmp_path / "engine.v"
     assert main(["verilog", "--units", "2", "--max-batch", "2", "-o", str(out)]) == 0

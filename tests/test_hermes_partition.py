@@ -117,3 +117,44 @@ def test_bad_problems_are_refused(kw, message):
 def test_unknown_solver():
     with pytest.raises(ValueError, match="solver"):
         solve_partition(_problem(np.full((1, 4), 0.5)), solver="gurobi")
+
+
+def test_dense_block_and_repeated_layers_are_optimal_against_brute_force():
+    """A QKV-like dense block shares the GPU budget; identical layers form one class (integer
+    counts): the result equals the best of all (groups, share) choices per layer."""
+    rng = np.random.default_rng(7)
+    row = rng.random(4)
+    freq = np.stack([row, row, rng.random(4)])            # layers 0 and 1 identical
+    kw = dict(neuron_bytes=1000, gpu_seconds_per_neuron=1.0, ndp_seconds_per_neuron=8.0,
+              gpu_budget_bytes=6000, dimms=2, dimm_capacity_bytes=20000, group=1,
+              dense_bytes=2000, dense_gpu_seconds=1.5, dense_ndp_seconds=10.0, dense_levels=2)
+    p = PartitionProblem(freq, **kw)
+    part = solve_partition(p)
+    shares = (0.0, 0.5, 1.0)
+
+    def layer_cost(l, k, f):
+        order = np.argsort(-freq[l], kind="stable")
+        w, total = freq[l, order[:k]].sum(), freq[l].sum()
+        return max(w, 8.0 / 2 * (total - w)) + max(f * 1.5, (1 - f) * 10.0 / 2)
+
+    best = min(sum(layer_cost(l, k, f) for l, (k, f) in enumerate(choice))
+               for choice in itertools.product(itertools.product(range(5), shares), repeat=3)
+               if sum(k * 1000 + f * 2000 for k, f in choice) <= 6000)
+    assert part.ilp_objective == pytest.approx(best)
+    used = part.on_gpu.sum() * 1000 + part.dense_gpu_share.sum() * 2000
+    assert used <= 6000
+    assert set(part.dense_gpu_share) <= set(shares)
+    # the two identical layers are one class: fewer variables than 3 layers' options
+    assert part.variables < 3 * 5 * 3
+
+
+def test_forced_hot_groups_and_bad_dense_parameters():
+    freq = np.random.default_rng(1).random((2, 8))
+    p = _problem(freq, group=2, hot_groups=1, gpu_budget_bytes=1e9)
+    assert (solve_partition(p).on_gpu.sum(axis=1) == 2).all()
+    with pytest.raises(ValueError, match="hot_groups"):
+        _problem(freq, group=2, hot_groups=5)
+    with pytest.raises(ValueError, match="dense_gpu_seconds"):
+        _problem(freq, dense_bytes=100, dense_gpu_seconds=0.0, dense_ndp_seconds=1.0)
+    with pytest.raises(ValueError, match="dense_bytes"):
+        _problem(freq, dense_bytes=-1)
