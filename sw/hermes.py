@@ -268,17 +268,22 @@ class Costs:
                 "merge": lin(self.merge)}
 
 
-def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=None) -> Costs:
-    """NDP kernel lines through the driver API on ``cfg.backend`` (see the module docstring)."""
+def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=None,
+                  core: CoreConfig | None = None) -> Costs:
+    """NDP kernel lines through the driver API on ``cfg.backend`` (see the module docstring);
+    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes)."""
     t0 = time.perf_counter()
-    core = cfg.core()
+    core = cfg.core() if core is None else core
     kwargs = {"functional": False} if cfg.backend == "model" else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # the RTL simulates every cycle: smaller samples (the fit is a line either way)
+        rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
+        contexts = (128, 512) if cfg.backend == "model" else (32, 96)
         with Dimm(cfg.backend, core, **kwargs) as dimm:
-            neuron = ndp_neuron_cost(model, dimm, batch=cfg.batch)
-            dense = ndp_dense_cost(model, dimm, batch=cfg.batch)
-            attention = ndp_attention_cost(model, dimm)
+            neuron = ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch)
+            dense = ndp_dense_cost(model, dimm, samples=rows, batch=cfg.batch)
+            attention = ndp_attention_cost(model, dimm, samples=contexts)
         merge = link_merge_cost(core)
     if log:
         for w in {str(w.message) for w in caught}:
@@ -650,8 +655,11 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
 
 
 def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None = None,
-               costs: Costs | None = None, log=print, trace: ActivationTrace | None = None) -> dict:
-    """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict."""
+               costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
+               core: CoreConfig | None = None) -> dict:
+    """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
+    ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
+    ``core``: the NDP core's configuration if not the one ``cfg`` describes."""
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
@@ -664,8 +672,8 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
         raise ValueError("the workload was made for another model or batch")
     if costs is None:
         log(f"[hermes] NDP kernel costs through the driver ({cfg.backend} backend, "
-            f"{cfg.units} units) ...")
-        costs = measure_costs(cfg, model, hw, log)
+            f"{(core or cfg.core()).n_units} units) ...")
+        costs = measure_costs(cfg, model, hw, log, core)
     energy_cfg = load_energy()
     energy = EnergyModel(energy_cfg, hw)
     prices = PriceCatalog(energy_cfg)
