@@ -625,6 +625,11 @@ def _placement(cfg, costs, sh, hw, freq, dimms, *, gpu_budget, side_seconds, den
     g_neuron = _gpu_mlp(costs, sh, sh.F) / sh.F
     g_dense = _gpu_rows(costs, sh, dense_rows) - costs.gpu.overhead_s
     hot_groups = None if cfg.hot_share is None else int(round(cfg.hot_share * sh.F / cfg.group))
+    if hot_groups is not None:
+        need = sh.L * min(sh.F, hot_groups * cfg.group) * sh.neuron_bytes
+        if need > gpu_budget:
+            raise ValueError(f"hot share {cfg.hot_share} needs {need / 1e9:.1f} GB of GPU memory "
+                             f"for the hot neurons; the budget is {gpu_budget / 1e9:.1f} GB")
     p = PartitionProblem(freq, neuron_bytes=sh.neuron_bytes, gpu_seconds_per_neuron=g_neuron,
                          ndp_seconds_per_neuron=side_seconds, gpu_budget_bytes=gpu_budget,
                          dimms=dimms, dimm_capacity_bytes=capacity, group=cfg.group,

@@ -157,7 +157,12 @@ def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
         key = (p.batch, p.units, p.act_lanes, p.backend)
         if key not in costs:
             costs[key] = measure_costs(p, model, hw)
-        r = run_hermes(p, workload=workloads[p.batch], costs=costs[key], log=lambda *a: None)
+        try:
+            r = run_hermes(p, workload=workloads[p.batch], costs=costs[key], log=lambda *a: None)
+        except ValueError as e:          # the values were checked above: this point cannot be
+            log(f"    infeasible: {e}")  # built (e.g. a hot share the GPU cannot hold)
+            rows.append({axis: values[i], "infeasible": str(e)})
+            continue
         rows.append({axis: values[i],
                      "tokens_per_s": {k: v["tokens_per_s"] for k, v in
                                       {**r["systems"], **r["ablations"]}.items()},
@@ -175,11 +180,11 @@ def _sweep_plot(sw: dict, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     axis = sw["axis"]
-    xs = [p[axis] for p in sw["points"]]
+    points = [p for p in sw["points"] if "infeasible" not in p]
+    xs = [p[axis] for p in points]
     fig, ax = plt.subplots(figsize=(7, 4))
     for name in SYSTEMS:
-        ax.plot(xs, [p["tokens_per_s"][name] for p in sw["points"]], marker="o",
-                label=_LABEL[name])
+        ax.plot(xs, [p["tokens_per_s"][name] for p in points], marker="o", label=_LABEL[name])
     ax.set_xlabel(axis)
     ax.set_ylabel("tokens/s")
     ax.set_yscale("log")
@@ -200,6 +205,9 @@ def format_sweep(sw: dict) -> str:
     lines = [f"tokens/s vs {axis} ({sw['config']['model']}, {sw['backend']} backend)",
              f"{axis:>10s} " + " ".join(f"{n[:10]:>10s}" for n in names) + "  hot%  hit%"]
     for p in sw["points"]:
+        if "infeasible" in p:
+            lines.append(f"{p[axis]!s:>10s} infeasible: {p['infeasible']}")
+            continue
         lines.append(f"{p[axis]!s:>10s} " + " ".join(f"{p['tokens_per_s'][n]:10.2f}" for n in names)
                      + f" {100 * p['hot_share']:5.1f} {100 * p['hot_hit_rate']:5.1f}")
     return "\n".join(lines)

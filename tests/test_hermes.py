@@ -98,6 +98,11 @@ def test_sweeps_reuse_the_workload_and_force_the_hot_share():
     # more DIMMs: more internal bandwidth for the NDP systems, nothing for the others
     assert sixteen["ndp_dense"] > four["ndp_dense"]
     assert sixteen["flexgen"] == four["flexgen"]
+    # a hot share the GPU cannot hold is reported as such, the sweep goes on
+    big = run_sweep(HermesConfig(**{**cfg.__dict__, "gpu_reserve_gb": 10.0}), "hot_share",
+                    (0.9, 0.0), log=_quiet)
+    assert "GB of GPU memory" in big["points"][0]["infeasible"]
+    assert big["points"][1]["tokens_per_s"]["hermes"] > 0
     with pytest.raises(ValueError, match="sweep axis"):
         run_sweep(cfg, "colour", (1,))
     with pytest.raises(ValueError, match="batch"):
