@@ -107,7 +107,7 @@ from ndpdimm.hw.activation_unit import ActOp
 from ndpdimm.hw.formats import Dtype
 from .driver import Dimm
 # the golden chain of the activation unit and bit comparison, shared with ``run-layer``
-from .run_layer import _bits, _golden_elementwise, _golden_softmax, _same
+from .run_layer import bit_identical, golden_elementwise, golden_softmax, tensor_bits
 
 __all__ = ["ReducedModel", "LayerWeights", "KvCache", "ReferenceStep", "Placement", "HermesNdp",
            "KernelRecord", "StepResult", "reference_decode_step", "prefill", "neuron_frequency",
@@ -531,7 +531,7 @@ class StepResult:
 
 def _golden_accumulate(prior, y):
     """The result writer's ``accumulate``: FP32 ``prior + y`` bit for bit."""
-    return golden.bits_f32(golden.accumulate_bits(_bits(prior), _bits(y), False).astype(np.int64))
+    return golden.bits_f32(golden.accumulate_bits(tensor_bits(prior), tensor_bits(y), False).astype(np.int64))
 
 
 def _quantise(t, dim):
@@ -710,10 +710,10 @@ class HermesNdp:
                                    lambda dm: dm.gemv(kw, qb), golden.gemv_dot(Kb, qb, Dtype.FP16))
                     ss = run.kernel("attention", "ACT SCALE", d, T,
                                     lambda dm: dm.activation("scale", s, k=scale),
-                                    _golden_elementwise(ActOp.SCALE, s, k=scale))
+                                    golden_elementwise(ActOp.SCALE, s, k=scale))
                     p = run.kernel("attention", "SOFTMAX", d, T,
                                    lambda dm: dm.softmax(ss, out_dtype=F16),
-                                   _golden_softmax(ss, lanes))
+                                   golden_softmax(ss, lanes))
                     out[b:b + 1, cols] = run.kernel(
                         "attention", "GEMV V^T p", d, dh, lambda dm: dm.gemv(vw, p),
                         golden.gemv_dot(Vt, p, Dtype.FP16))
@@ -752,7 +752,7 @@ class HermesNdp:
                                           accumulate=bias),
                        _golden_accumulate(bias, golden.gemv_dot(W1, h16, Dtype.FP16)))
         a = run.kernel("mlp", "ACT RELU", d, n, lambda dm: dm.activation("relu", z, out_dtype=F16),
-                       _golden_elementwise(ActOp.RELU, z, out=F16))
+                       golden_elementwise(ActOp.RELU, z, out=F16))
         H = torch.zeros(B, len(dl.neurons), dtype=F16)
         H[:, local] = a
         W2t = lw.w_fc2[:, dl.neurons].T.contiguous()
@@ -790,7 +790,7 @@ class _StepRun:
         self.records.append(KernelRecord(
             layer=self.layer, phase=phase, op=op, dimm=d, rows=rows, batch=got.shape[0] if
             got.dim() > 1 else 1, backend=st.backend, elapsed_cycles=st.elapsed_cycles,
-            cycles_by_opcode=st.cycles_by_opcode(), bit_exact=_same(got, want), note=note))
+            cycles_by_opcode=st.cycles_by_opcode(), bit_exact=bit_identical(got, want), note=note))
         return got
 
 

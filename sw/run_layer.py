@@ -41,7 +41,8 @@ from ndpdimm.hw.formats import Dtype
 from .driver import Dimm
 from .real_layer import DEFAULT_SENTENCE, forward_with_hook, load_mlp_layer, load_model
 
-__all__ = ["run_layer", "load_attention_head", "LAYERS"]
+__all__ = ["run_layer", "load_attention_head", "LAYERS", "tensor_bits", "tensor_from_bits",
+           "golden_elementwise", "golden_softmax", "bit_identical"]
 
 LAYERS = ("mlp", "attention")
 _FMT = {torch.float16: ActFmt.FP16, torch.bfloat16: ActFmt.BF16, torch.float32: ActFmt.FP32}
@@ -75,33 +76,33 @@ def load_attention_head(layer: int = 3, head: int = 0, sentence: str = DEFAULT_S
 
 # ---- golden chain (bit-exact references of each step) ----------------------------------------
 
-def _bits(t: torch.Tensor) -> np.ndarray:
+def tensor_bits(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.float32:
         return golden.f32_bits(t).numpy()
     return t.contiguous().view(torch.int16).numpy().astype(np.int64) & 0xFFFF
 
 
-def _from_bits(bits, dtype, shape) -> torch.Tensor:
+def tensor_from_bits(bits, dtype, shape) -> torch.Tensor:
     bits = np.asarray(bits, dtype=np.int64).reshape(shape)
     if dtype == torch.float32:
         return golden.bits_f32(torch.from_numpy(bits))
     return torch.from_numpy(bits.astype(np.uint16).view(np.int16)).view(dtype)
 
 
-def _golden_elementwise(op, a, b=None, out=torch.float32, c=0.0, k=1.0):
+def golden_elementwise(op, a, b=None, out=torch.float32, c=0.0, k=1.0):
     f32 = lambda v: int(np.array([v], "<f4").view("<u4")[0])  # noqa: E731
-    y = GA.elementwise(op, _bits(a).reshape(-1), None if b is None else _bits(b).reshape(-1),
+    y = GA.elementwise(op, tensor_bits(a).reshape(-1), None if b is None else tensor_bits(b).reshape(-1),
                        _FMT[a.dtype], _FMT[out], c=f32(c), k=f32(k))
-    return _from_bits(y, out, a.shape)
+    return tensor_from_bits(y, out, a.shape)
 
 
-def _golden_softmax(x, lanes, out=torch.float16):
-    rows = [GA.softmax(_bits(r), lanes, _FMT[x.dtype], _FMT[out])["y"] for r in x]
-    return _from_bits(np.stack(rows), out, x.shape)
+def golden_softmax(x, lanes, out=torch.float16):
+    rows = [GA.softmax(tensor_bits(r), lanes, _FMT[x.dtype], _FMT[out])["y"] for r in x]
+    return tensor_from_bits(np.stack(rows), out, x.shape)
 
 
-def _same(a, b) -> bool:
-    return a.shape == b.shape and bool((_bits(a) == _bits(b)).all())
+def bit_identical(a, b) -> bool:
+    return a.shape == b.shape and bool((tensor_bits(a) == tensor_bits(b)).all())
 
 
 # ---- the layers ------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ class _Steps:
         got = fn()
         wall = time.monotonic() - t0
         run = self.dimm.last_run
-        row = {"step": name, "bit_exact": _same(got, want), "shape": list(got.shape),
+        row = {"step": name, "bit_exact": bit_identical(got, want), "shape": list(got.shape),
                "elapsed_cycles": run.elapsed_cycles, "cycles_by_opcode": run.cycles_by_opcode(),
                "wall_seconds": round(wall, 3), "run": run.as_dict()}
         self.rows.append(row)
@@ -151,14 +152,14 @@ def _mlp(dimm, steps, batch, model_layer, sentence, first_token=1):
     try:
         z_ref = golden.gemv_dot(W_up, X, Dtype.FP16)
         z = steps("up projection (GEMV dense FP16)", lambda: dimm.gemv(up, X), z_ref)
-        zb_ref = _golden_elementwise(ActOp.ADD, z, b_up)
+        zb_ref = golden_elementwise(ActOp.ADD, z, b_up)
         zb = steps("+ b_up (ELTWISE ADD FP32)", lambda: dimm.eltwise("add", z, b_up), zb_ref)
-        a_ref = _golden_elementwise(ActOp.GELU, zb, out=f16)
+        a_ref = golden_elementwise(ActOp.GELU, zb, out=f16)
         a = steps("GELU (ACT FP32 -> FP16)",
                   lambda: dimm.activation("gelu", zb, out_dtype=f16), a_ref)
         y_ref = golden.gemv_dot(W_down, a, Dtype.FP16)
         y = steps("down projection (GEMV dense FP16)", lambda: dimm.gemv(down, a), y_ref)
-        out_ref = _golden_elementwise(ActOp.ADD, y, b_down)
+        out_ref = golden_elementwise(ActOp.ADD, y, b_down)
         out = steps("+ b_down (ELTWISE ADD FP32)", lambda: dimm.eltwise("add", y, b_down), out_ref)
     finally:
         dimm.free(up)
@@ -189,10 +190,10 @@ def _attention(dimm, steps, batch, model_layer, head, sentence):
     try:
         s_ref = golden.gemv_dot(Kc, Q, Dtype.FP16)
         s = steps("scores K q (GEMV dense FP16)", lambda: dimm.gemv(kw, Q), s_ref)
-        ss_ref = _golden_elementwise(ActOp.SCALE, s, k=scale)
+        ss_ref = golden_elementwise(ActOp.SCALE, s, k=scale)
         ss = steps("scale 1/sqrt(d) (ACT SCALE FP32)",
                    lambda: dimm.activation("scale", s, k=scale), ss_ref)
-        p_ref = _golden_softmax(ss, lanes)
+        p_ref = golden_softmax(ss, lanes)
         p = steps("softmax (SOFTMAX FP32 -> FP16)", lambda: dimm.softmax(ss, out_dtype=f16), p_ref)
         o_ref = golden.gemv_dot(V.T.contiguous(), p, Dtype.FP16)
         o = steps("V^T p (GEMV dense FP16)", lambda: dimm.gemv(vw, p), o_ref)
