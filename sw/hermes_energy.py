@@ -109,16 +109,9 @@ class Prices:
 
 
 @dataclasses.dataclass(frozen=True)
-class Datacenter:
+class Datacenter(Gpu):
+    """The reference configuration: ``count`` of one GPU (its :class:`Gpu` fields) and more."""
     count: int
-    name: str
-    memory_gb: float
-    memory_bandwidth_gbs: float
-    fp16_tflops: float
-    board_power_w: float
-    compute_efficiency: float
-    memory_efficiency: float
-    kernel_overhead_us: float
     idle_w: float
     host_idle_w: float
     nvlink_gbs: float
