@@ -52,7 +52,8 @@ def run_hermes_bench(out="bench/results/hermes.json", models=None, batches=(1, 1
                 "predictor": {k: r["predictor"][k] for k in ("precision", "recall",
                                                              "memory_kb_per_layer")},
                 "placement": {k: r["placement"][k] for k in ("hot_share", "qkv_gpu_share",
-                                                             "gpu_budget_gb")},
+                                                             "gpu_budget_gb", "ilp_objective_ms",
+                                                             "objective_ms")},
             })
             timing.append({"model": name, "batch": batch, "wall_seconds": r["wall_seconds"],
                            "ilp_solve_seconds": r["placement"]["solve_seconds"],

@@ -130,6 +130,9 @@ def _parser():
     h.add_argument("--coefficient", type=float, default=0.85, help="predictor coefficient")
     h.add_argument("--hot-share", type=float, default=None,
                    help="force this share of MLP neurons on the GPU (default: the ILP's choice)")
+    h.add_argument("--cold-int8", action="store_true",
+                   help="cold neurons stored in INT8 on the DIMMs (half their DRAM traffic); the "
+                        "accuracy cost is measured on the reduced model")
     h.add_argument("--trace", default=None, help="replay a recorded activation trace (.npz)")
     h.add_argument("--seed", type=int, default=0)
     h.add_argument("--sweep", choices=("batch", "dimms", "units", "hot_share"), default=None,
@@ -218,6 +221,7 @@ def main(argv=None):
                                token_similarity=args.token_similarity,
                                layer_correlation=args.layer_correlation,
                                coefficient=args.coefficient, hot_share=args.hot_share,
+                               cold_dtype="int8" if args.cold_int8 else "fp16",
                                seed=args.seed)
             hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
                            trace_file=args.trace)

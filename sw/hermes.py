@@ -127,6 +127,7 @@ class HermesConfig:
     gpu_reserve_gb: float = 1.5            # CUDA context, activations, workspace (assumption)
     group: int = 256
     hot_share: float | None = None         # None: the ILP's; else forced share of MLP neurons
+    cold_dtype: str = "fp16"               # "int8": cold neurons stored in INT8 on the DIMMs
     solver: str = "highs"
     seed: int = 0
 
@@ -146,6 +147,8 @@ class HermesConfig:
             raise ValueError(f"dimms must be an int in [1, 64] or None, got {self.dimms!r}")
         if self.backend not in ("model", "rtl"):
             raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
+        if self.cold_dtype not in ("fp16", "int8"):
+            raise ValueError(f"cold_dtype must be 'fp16' or 'int8', got {self.cold_dtype!r}")
         if self.solver not in ("highs", "cbc"):
             raise ValueError(f"solver must be 'highs' or 'cbc', got {self.solver!r}")
         floats = {"active_fraction": (1e-4, 0.9), "skew": (0.0, 4.0),
@@ -281,7 +284,8 @@ def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=
         rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
         contexts = (128, 512) if cfg.backend == "model" else (32, 96)
         with Dimm(cfg.backend, core, **kwargs) as dimm:
-            neuron = ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch)
+            neuron = ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch,
+                                     dtype=cfg.cold_dtype)
             dense = ndp_dense_cost(model, dimm, samples=rows, batch=cfg.batch)
             attention = ndp_attention_cost(model, dimm, samples=contexts)
         merge = link_merge_cost(core)
@@ -324,6 +328,7 @@ class _Shape:
     """Per-layer sizes of a model at a batch."""
     model: ModelShape
     batch: int
+    cold_dtype: str = "fp16"
 
     def __post_init__(self):
         m = self.model
@@ -331,6 +336,7 @@ class _Shape:
         self.mats = 3 if m.mlp == "gated" else 2
         self.qkv_rows = m.hidden + 2 * m.kv_dim
         self.neuron_bytes = self.mats * m.hidden * ELEM
+        self.cold_neuron_bytes = self.neuron_bytes // (2 if self.cold_dtype == "int8" else 1)
         self.qkv_bytes = self.qkv_rows * m.hidden * ELEM
         self.o_bytes = m.hidden * m.hidden * ELEM
         self.head_bytes = m.vocab * m.hidden * ELEM
@@ -442,7 +448,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                 costs.attention.seconds(c) * pairs
             tl.pcie_bytes += sh.x_bytes * 2 + B * H * ELEM + merge_bytes + B * gpu_rows * ELEM
             kv = 2 * B * c * m.kv_dim * ELEM
-            tl.dimm_dram_bytes += int(k.sum()) * sh.neuron_bytes + \
+            tl.dimm_dram_bytes += int(k.sum()) * sh.cold_neuron_bytes + \
                 (sh.qkv_rows - gpu_rows) * H * ELEM + kv
             tl.ndp_macs += B * (int(k.sum()) * sh.mats * H + (sh.qkv_rows - gpu_rows) * H) + \
                 2 * B * c * m.heads * m.head_dim
@@ -614,6 +620,29 @@ def _datacenter_run(cfg, sh, dc):
 
 # ---- one run -----------------------------------------------------------------------------------
 
+def _int8_error() -> dict:
+    """What INT8 cold neurons cost in accuracy, measured on the reduced model of
+    ``sw/hermes_decode.py`` (one decode step, batch 2, oracle prediction, model backend): the
+    step's error against float64 torch, FP16 and INT8 cold neurons."""
+    import torch
+    from .hermes_decode import (HermesNdp, ReducedModel, make_placement, oracle_prediction,
+                                prefill)
+    m = ReducedModel()
+    g = torch.Generator().manual_seed(1)
+    cache = prefill(m, torch.randn(2, 6, m.hidden, generator=g))
+    x = torch.randn(2, m.hidden, generator=g)
+    pl = make_placement(m, 2)
+    pred = oracle_prediction(m, cache, x)
+    out = {}
+    with Dimm("model") as dimm:
+        for dt in ("fp16", "int8"):
+            with HermesNdp(m, [dimm, dimm], pl, cold_dtype=dt) as ndp:
+                out[dt] = ndp.decode_step(cache, x, pred).relative_error
+    return {"relative_error_fp16": out["fp16"], "relative_error_int8": out["int8"],
+            "what": "||out - float64 reference|| / ||update|| of one decode step of the reduced "
+                    "model (sw/hermes_decode.py), cold neurons in FP16 vs INT8"}
+
+
 def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
     f = trace.active.mean(axis=0)                          # [S, F]
     return f[np.arange(layers) % f.shape[0]]
@@ -668,7 +697,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
-    sh = _Shape(model, cfg.batch)
+    sh = _Shape(model, cfg.batch, cfg.cold_dtype)
     if workload is None:
         log(f"[hermes] {model.name}: traces ({cfg.sample_layers} sample layers x {model.ffn} "
             f"neurons, batch {cfg.batch}) and predictor ...")
@@ -826,6 +855,8 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                  if e[1] == "gpu<->dimm")},
         "migration_log": runs["hermes"].migration_log[:2000],
     }
+    if cfg.cold_dtype == "int8":
+        extra["cold_int8"] = _int8_error()
     return {
         "config": dataclasses.asdict(cfg), "model": dataclasses.asdict(model),
         "hardware": hw.name, "dimms": dimms,

@@ -56,17 +56,26 @@ class NeuronCost:
         return self.fixed_cycles + self.per_neuron_cycles * neurons
 
 
+def _random(shape, gen, dtype):
+    if dtype == "int8":
+        return torch.randint(-127, 128, shape, generator=gen, dtype=torch.int8)
+    return (torch.randn(*shape, generator=gen) * 0.05).half()
+
+
 def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed: int = 0,
-                    batch: int = 1) -> NeuronCost:
+                    batch: int = 1, dtype: str = "fp16") -> NeuronCost:
     """Fit the NDP time of ``k`` activated neurons of ``model``'s MLP on ``dimm`` (see the module
-    docstring); ``batch`` tokens share the weight stream."""
+    docstring); ``batch`` tokens share the weight stream; ``dtype`` "fp16" or "int8" (the
+    neurons' weights and the activations stored in INT8: half the DRAM bytes)."""
     samples = tuple(samples)
     _check_samples(samples, batch)
+    if dtype not in ("fp16", "int8"):
+        raise ValueError(f"dtype must be 'fp16' or 'int8', got {dtype!r}")
     gen = torch.Generator().manual_seed(seed)
     n, h = max(samples), model.hidden
-    up = dimm.store_weights((torch.randn(n, h, generator=gen) * 0.05).half())
-    down = dimm.store_weights((torch.randn(n, h, generator=gen) * 0.05).half(), layout="axpy")
-    x = (torch.randn(batch, h, generator=gen)).half()
+    up = dimm.store_weights(_random((n, h), gen, dtype))
+    down = dimm.store_weights(_random((n, h), gen, dtype), layout="axpy")
+    x = _random((batch, h), gen, dtype)
     points = []
     try:
         for k in samples:
@@ -74,7 +83,7 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
             start = dimm.backend.cycle
             for _ in range(2 if model.mlp == "gated" else 1):      # up (and gate) rows
                 dimm.gemv(up, x, op="row_gather", idx=idx, fetch=False)
-            hk = torch.randn(batch, n, generator=gen).half()
+            hk = _random((batch, n), gen, dtype)
             dimm.gemv(down, hk, op="col_gather", idx=idx, fetch=False)
             points.append((k, dimm.backend.cycle - start))
     finally:

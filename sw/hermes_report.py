@@ -75,6 +75,10 @@ def format_report(r: dict) -> str:
         f"DIMM imbalance (max/mean of activated cold neurons per step): {im['static']:.3f} "
         f"without remapping, {im['remapped']:.3f} with ({im['remap_migrations']} neurons moved)",
         f"wall time {r['wall_seconds']:.1f} s"]
+    if "cold_int8" in r:
+        q = r["cold_int8"]
+        lines.insert(-1, f"INT8 cold neurons: reduced-model decode error {q['relative_error_int8']:.2e} "
+                         f"of the update (FP16: {q['relative_error_fp16']:.2e})")
     return "\n".join(lines)
 
 

@@ -233,3 +233,17 @@ def test_rtl_backend_in_the_loop(tmp_path):
     r, m = rtl["costs"]["attention"]["slope_cycles"], mod["costs"]["attention"]["slope_cycles"]
     assert r <= m <= 1.5 * r
     assert rtl["systems"]["hermes"]["tokens_per_s"] > rtl["systems"]["flexgen"]["tokens_per_s"]
+
+
+def test_int8_cold_neurons_halve_their_traffic_and_report_the_error():
+    cfg = HermesConfig(model="llama2-13b", tokens=4, prompt=32, profile_tokens=8, sample_layers=1)
+    fp16 = run_hermes(cfg, log=_quiet)
+    int8 = run_hermes(HermesConfig(**{**cfg.__dict__, "cold_dtype": "int8"}), log=_quiet)
+    f, i = fp16["costs"]["neuron"]["per_neuron_cycles"], int8["costs"]["neuron"]["per_neuron_cycles"]
+    assert i < 0.75 * f                       # DRAM-bound at batch 1: about half
+    assert int8["systems"]["hermes"]["tokens_per_s"] > fp16["systems"]["hermes"]["tokens_per_s"]
+    q = int8["cold_int8"]
+    assert 0 < q["relative_error_fp16"] < q["relative_error_int8"] < 0.05
+    assert "cold_int8" not in fp16
+    with pytest.raises(ValueError, match="cold_dtype"):
+        HermesConfig(cold_dtype="fp8")
