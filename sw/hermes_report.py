@@ -67,7 +67,7 @@ def format_report(r: dict) -> str:
         f"predictor (cold neurons): precision {_fmt(p['precision'], '.3f')}, recall "
         f"{_fmt(p['recall'], '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
         f"({p['memory_mb_all_layers']:.1f} MB for all layers); table fitted in {p['fit_seconds']:.1f} s",
-        f"placement ILP ({pl['solver']}, {pl['variables']} binaries): {pl['status']} in "
+        f"placement ILP ({pl['solver']}, {pl['variables']} variables): {pl['status']} in "
         f"{pl['solve_seconds']:.2f} s, objective {pl['ilp_objective_ms']:.3f} ms/token "
         f"({pl['objective_ms']:.3f} with the real DIMM split; grouping costs <= "
         f"{pl['group_gap_bound_ms']:.3f}); hot share {100 * pl['hot_share']:.1f} % of neurons, "
@@ -104,7 +104,7 @@ def _plots(r: dict, out: Path) -> list:
     plt.close(fig)
 
     comps = sorted({k for n in names for k in runs[n]["breakdown_ms_per_step"]})
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(10, 4))
     bottom = [0.0] * len(names)
     for i, k in enumerate(comps):
         vals = [runs[n]["breakdown_ms_per_step"].get(k, 0.0) / runs[n]["ms_per_step"] for n in names]
@@ -113,7 +113,7 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
                   fontsize=8)
     ax.set_ylabel("share of decode step time")
-    ax.legend(fontsize=8, ncol=4)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("time breakdown (critical path)")
     fig.tight_layout()
     files.append(out / "hermes_breakdown.png")
