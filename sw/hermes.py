@@ -48,7 +48,9 @@ a phase to the branch that set its time. The LM head runs on the GPU.
 
 **Baselines** (same GPU, same trace, same predictions):
 ``flexgen`` keeps a uniform share of every layer on the GPU and streams the
-rest over PCIe each token, overlapped with compute; ``dejavu`` also keeps the
+rest over PCIe each token, overlapped with compute (the KV cache stays on the
+GPU as far as it fits, the rest in host memory, read over PCIe each step - the
+same for the two baselines after it); ``dejavu`` also keeps the
 most frequent neurons resident and streams only the predicted-active others
 (attention streamed densely); ``powerinfer`` places hot neurons (and a share
 of QKV/output rows) on the GPU with the same ILP, the DIMM side replaced by
@@ -520,10 +522,11 @@ def _adjust(on_gpu, dimm, window, max_swaps, margin):
 
 # ---- the baselines without NDP -----------------------------------------------------------------
 
-def _offload_run(cfg, costs, sh, wl, resident_share, hot=None):
+def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0):
     """FlexGen-like (``hot`` None: a uniform ``resident_share`` of every matrix stays on the GPU,
     the rest streams) or Deja Vu-like (``hot`` [L, F]: resident neurons; the predicted-active
-    others stream; attention weights stream densely): per layer ``max(GPU, PCIe)``."""
+    others stream; attention weights stream densely): per layer ``max(GPU, PCIe)``; the KV
+    cache the GPU cannot hold streams too (``kv_stream`` bytes per layer and context token)."""
     tl = _Tally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     g = costs.gpu
@@ -544,6 +547,7 @@ def _offload_run(cfg, costs, sh, wl, resident_share, hot=None):
                 stream = (1 - resident_share) * att_bytes + \
                     int((pred & ~hot[l]).sum()) * sh.neuron_bytes
                 tl.active_on_gpu += int((act & hot[l]).sum())
+            stream += kv_stream * c
             comp = att + _gpu_mlp(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
             tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
             tl.gpu_busy += comp
@@ -564,8 +568,9 @@ def _cpu_seconds(costs, sh, n_rows_equiv):
                flops / (h.fp32_tflops * 1e12))
 
 
-def _powerinfer_run(cfg, costs, sh, wl, place):
-    """Hot neurons and a share of QKV + output rows on the GPU, the rest on the host CPU."""
+def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
+    """Hot neurons and a share of QKV + output rows on the GPU, the rest on the host CPU; the KV
+    cache the GPU cannot hold crosses PCIe each step (``kv_stream`` per layer and token)."""
     tl = _Tally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     g = costs.gpu
@@ -581,6 +586,10 @@ def _powerinfer_run(cfg, costs, sh, wl, place):
             sync = costs.pcie(sh.x_bytes) * 2
             tl.phase({"gpu": gpu_att}, {"cpu": cpu_att, "pcie": sync if cpu_att else 0.0})
             attn = g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
+            if kv_stream:
+                tl.add({"pcie": costs.pcie(kv_stream * c)})
+                tl.pcie_bytes += kv_stream * c
+                tl.host_dram_bytes += kv_stream * c
             n_gpu, n_cpu = int((pred & place.on_gpu[l]).sum()), int((pred & ~place.on_gpu[l]).sum())
             gpu_mlp = _gpu_mlp(costs, sh, n_gpu) + g.overhead_s
             cpu_mlp = _cpu_seconds(costs, sh, n_cpu * sh.mats)
@@ -762,21 +771,23 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                           dense_part.dense_gpu_share,
                                                           sh.qkv_rows), kv_to_dimms=True)
 
-    # Baselines without NDP: the KV cache on the GPU
-    off_budget = gpu_bytes - kv_end
-    if off_budget <= 0:
-        raise ValueError(f"{model.name}: the KV cache of batch {cfg.batch} x "
-                         f"{cfg.prompt + cfg.tokens} tokens ({kv_end / 1e9:.1f} GB) does not fit "
-                         f"the GPU next to the LM head")
+    # Baselines without NDP: the KV cache on the GPU first; what does not fit stays in host
+    # memory and crosses PCIe every step (FlexGen-style), in proportion to the context
+    if gpu_bytes <= 0:
+        raise ValueError(f"{model.name}: the LM head and the reserve exceed the GPU's "
+                         f"{hw.gpu.memory_gb} GB")
+    kv_host = max(0.0, kv_end - gpu_bytes)
+    off_budget = gpu_bytes - (kv_end - kv_host)
+    kv_stream = kv_host / sh.L / (cfg.prompt + cfg.tokens)       # per layer and context token
     share = min(1.0, off_budget / (sh.L * sh.layer_bytes))
-    runs["flexgen"] = _offload_run(cfg, costs, sh, workload, share)
+    runs["flexgen"] = _offload_run(cfg, costs, sh, workload, share, kv_stream=kv_stream)
     # Deja Vu-like: attention and the hottest neurons resident in the same proportion
     hot = np.zeros_like(part.on_gpu)
     order = np.argsort(-freq, axis=1, kind="stable")
     n_res = int(share * sh.F)
     for l in range(sh.L):
         hot[l, order[l, :n_res]] = True
-    runs["dejavu"] = _offload_run(cfg, costs, sh, workload, share, hot=hot)
+    runs["dejavu"] = _offload_run(cfg, costs, sh, workload, share, hot=hot, kv_stream=kv_stream)
     cpu_neuron = _cpu_seconds(costs, sh, sh.mats)
     pi_rows = sh.qkv_rows + sh.H
     pi_part = _placement(cfg, costs, sh, hw, freq, 1, gpu_budget=off_budget,
@@ -785,7 +796,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                          capacity=hw.host.memory_gb * 1e9)
     runs["powerinfer"] = _powerinfer_run(cfg, costs, sh, workload,
                                          _Placement(pi_part.on_gpu, pi_part.dimm,
-                                                    pi_part.dense_gpu_share))
+                                                    pi_part.dense_gpu_share), kv_stream)
     ttft_off = _prefill(costs, sh, cfg.prompt, [share * sh.layer_bytes] * sh.L, kv_to_dimms=False)
     ttft_pi = _prefill(costs, sh, cfg.prompt, resident(pi_part.on_gpu, pi_part.dense_gpu_share,
                                                        pi_rows) - sh.o_bytes, kv_to_dimms=False)

@@ -247,3 +247,23 @@ def test_int8_cold_neurons_halve_their_traffic_and_report_the_error():
     assert "cold_int8" not in fp16
     with pytest.raises(ValueError, match="cold_dtype"):
         HermesConfig(cold_dtype="fp8")
+
+
+def test_a_kv_cache_too_large_for_the_gpu_streams_over_pcie_in_the_baselines(tmp_path):
+    from ndpdimm.sw.catalog import CONFIG_DIR, load_hardware, load_model
+    hw = tmp_path / "small_gpu.toml"
+    hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
+                  .replace("memory_gb = 24.0", "memory_gb = 4.0"))
+    cfg = HermesConfig(model="llama2-13b", hardware=str(hw), batch=16, tokens=2, prompt=512,
+                       profile_tokens=4, sample_layers=1)
+    r = run_hermes(cfg, log=_quiet)
+    m, h = load_model("llama2-13b"), load_hardware(str(hw))
+    kv_end = 16 * 514 * m.kv_bytes_per_token()
+    gpu = 4.0e9 - cfg.gpu_reserve_gb * 1e9 - m.vocab * m.hidden * 2
+    kv_host = kv_end - gpu
+    assert kv_host > 1e9                                        # this case does spill
+    least = kv_host * 512 / 514 / (h.pcie.gbytes_per_s * 1e9)   # the spilled KV, every step
+    for name in ("flexgen", "dejavu", "powerinfer"):
+        assert r["systems"][name]["ms_per_step"] >= 1e3 * least, name
+    # the NDP systems hold the KV cache on the DIMMs
+    assert r["systems"]["hermes"]["ms_per_step"] < 1e3 * least
