@@ -121,7 +121,8 @@ def _plots(r: dict, out: Path) -> list:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    for name, label in (("online", "without remapping"), ("hermes", "with remapping")):
+    for name, label in (("random", "random placement"), ("online", "ILP, without remapping"),
+                        ("hermes", "ILP, with remapping")):
         ax.plot(r["ablations"][name]["imbalance_per_token"], label=label)
     ax.set_xlabel("decode step")
     ax.set_ylabel("max / mean DIMM load")
