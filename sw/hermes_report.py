@@ -172,7 +172,7 @@ def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
                      "tokens_per_s": {k: v["tokens_per_s"] for k, v in
                                       {**r["systems"], **r["ablations"]}.items()},
                      "tokens_per_joule": {k: v["tokens_per_joule"] for k, v in r["systems"].items()},
-                     "hot_share": r["placement"]["hot_share"],
+                     "placed_hot_share": r["placement"]["hot_share"],
                      "hot_hit_rate": r["systems"]["hermes"]["hot_hit_rate"],
                      "ndp_utilisation": r["systems"]["hermes"]["ndp_utilisation"]})
     return {"axis": axis, "config": dataclasses.asdict(cfg), "points": rows,
@@ -214,7 +214,7 @@ def format_sweep(sw: dict) -> str:
             lines.append(f"{p[axis]!s:>10s} infeasible: {p['infeasible']}")
             continue
         lines.append(f"{p[axis]!s:>10s} " + " ".join(f"{p['tokens_per_s'][n]:10.2f}" for n in names)
-                     + f" {100 * p['hot_share']:5.1f} {100 * p['hot_hit_rate']:5.1f}")
+                     + f" {100 * p['placed_hot_share']:5.1f} {100 * p['hot_hit_rate']:5.1f}")
     return "\n".join(lines)
 
 
