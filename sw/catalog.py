@@ -218,6 +218,13 @@ def load_hardware(name_or_path="hermes") -> Hardware:
     """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
     path, doc = _read("hardware", name_or_path)
     sections = {"gpu": Gpu, "pcie": Pcie, "host": Host, "ndp": NdpDimms}
+    parts = _tables(path, doc, sections)
+    return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
+
+
+def _tables(path, doc: dict, sections: dict) -> dict:
+    """``doc``'s sections, exactly those of ``sections`` (name -> dataclass), each a table with
+    its class's fields checked by :func:`_fields`: name -> field values."""
     unknown = [k for k in doc if k not in sections]
     missing = [k for k in sections if k not in doc]
     if unknown or missing:
@@ -228,5 +235,5 @@ def load_hardware(name_or_path="hermes") -> Hardware:
     for key, cls in sections.items():
         if not isinstance(doc[key], dict):
             raise CatalogError(f"{path}: [{key}] must be a table")
-        parts[key] = cls(**_fields(cls, doc[key], f"{path} [{key}]"))
-    return Hardware(name=path.stem, **parts)
+        parts[key] = _fields(cls, doc[key], f"{path} [{key}]")
+    return parts

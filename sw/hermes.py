@@ -390,8 +390,7 @@ class _Placement:
     qkv_share: np.ndarray                  # [L] share of QKV rows on the GPU
 
 
-def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
-             name="hermes"):
+def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False):
     """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally."""
     tl = _Tally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
@@ -445,7 +444,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                       "ndp": float(ndp_mlp.max()), "link": merge_s if k.sum() else 0.0})
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
-            tl.ndp_busy += ndp_rows * 0 + float(ndp_mlp.sum()) + \
+            tl.ndp_busy += float(ndp_mlp.sum()) + \
                 (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
                 costs.attention.seconds(c) * pairs
             tl.pcie_bytes += sh.x_bytes * 2 + B * H * ELEM + merge_bytes + B * gpu_rows * ELEM
@@ -496,7 +495,6 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                         per = costs.merge.cycles(sh.neuron_bytes) / clock
                         tl.add({"migration": per * len(moves) / 2})
             remap_window[:] = 0
-    tl.name = name
     return tl
 
 
@@ -657,7 +655,7 @@ def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
     return f[np.arange(layers) % f.shape[0]]
 
 
-def _placement(cfg, costs, sh, hw, freq, dimms, *, gpu_budget, side_seconds, dense_rows,
+def _placement(cfg, costs, sh, freq, dimms, *, gpu_budget, side_seconds, dense_rows,
                dense_side_seconds, capacity):
     """The ILP's placement (``side_seconds``: one activated neuron on the other side)."""
     g_neuron = _gpu_mlp(costs, sh, sh.F) / sh.F
@@ -723,7 +721,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     gpu_bytes = hw.gpu.memory_gb * 1e9 - cfg.gpu_reserve_gb * 1e9 - sh.head_bytes
     kv_end = sh.kv_bytes(cfg.prompt + cfg.tokens)
     dimm_cap = hw.ndp.capacity_gb * 2 ** 30
-    results, extra = {}, {}
+    results = {}
     freq = _frequency(workload.profile, sh.L)
 
     # NDP systems: output projections stay on the GPU, QKV shared by the ILP, KV cache on the DIMMs
@@ -734,12 +732,12 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                          f"{hw.gpu.memory_gb} GB")
     dimm_room = dimm_cap - kv_end / dimms
     log("[hermes] offline placement (ILP) ...")
-    part = _placement(cfg, costs, sh, hw, freq, dimms, gpu_budget=ndp_budget,
+    part = _placement(cfg, costs, sh, freq, dimms, gpu_budget=ndp_budget,
                       side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                       dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed
                       / NDP_CLOCK_HZ, capacity=dimm_room)
     place = _Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
-    dense_part = _placement(cfg, costs, sh, hw, np.ones_like(freq), dimms, gpu_budget=ndp_budget,
+    dense_part = _placement(cfg, costs, sh, np.ones_like(freq), dimms, gpu_budget=ndp_budget,
                             side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                             dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed
                             / NDP_CLOCK_HZ, capacity=dimm_room)
@@ -758,8 +756,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     log(f"[hermes] decoding {cfg.tokens} steps on each system ...")
     runs["ndp_dense"] = _ndp_run(cfg, costs, sh, workload,
                                  _Placement(dense_part.on_gpu, dense_part.dimm,
-                                            dense_part.dense_gpu_share), dimms, sparse=False,
-                                 name="ndp_dense")
+                                            dense_part.dense_gpu_share), dimms, sparse=False)
     runs["random"] = _ndp_run(cfg, costs, sh, workload, _Placement(rand_gpu, rand_dimm,
                                                                    part.dense_gpu_share), dimms)
     runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
@@ -790,7 +787,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     runs["dejavu"] = _offload_run(cfg, costs, sh, workload, share, hot=hot, kv_stream=kv_stream)
     cpu_neuron = _cpu_seconds(costs, sh, sh.mats)
     pi_rows = sh.qkv_rows + sh.H
-    pi_part = _placement(cfg, costs, sh, hw, freq, 1, gpu_budget=off_budget,
+    pi_part = _placement(cfg, costs, sh, freq, 1, gpu_budget=off_budget,
                          side_seconds=cpu_neuron, dense_rows=pi_rows,
                          dense_side_seconds=_cpu_seconds(costs, sh, pi_rows),
                          capacity=hw.host.memory_gb * 1e9)
@@ -810,8 +807,6 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
             "hermes": ttft_ndp, "datacenter": ttft_dc}
     system_of = {"random": "hermes", "offline": "hermes", "online": "hermes"}
     for name in SYSTEMS + ABLATIONS:
-        if name in results:
-            continue
         tl = runs[name]
         kind = system_of.get(name, name)
         nd = dimms if kind in ("ndp_dense", "hermes") else 0

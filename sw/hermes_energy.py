@@ -39,7 +39,7 @@ a :class:`Usage` with that configuration's powers.
 import dataclasses
 import math
 
-from .catalog import CatalogError, Gpu, Hardware, _fields, _read, load_hardware
+from .catalog import CatalogError, Gpu, Hardware, _read, _tables, load_hardware
 
 __all__ = ["SYSTEMS", "GpuPower", "DramEnergy", "NdpEnergy", "LinkEnergy", "PcieEnergy",
            "HostPower", "Prices", "Datacenter", "EnergyConfig", "Usage", "EnergyModel",
@@ -148,23 +148,13 @@ def load_energy(name_or_path="hermes_energy") -> EnergyConfig:
     """The energy model and price file (built-in name or TOML path); :class:`CatalogError` on a
     bad file."""
     path, doc = _read("energy", name_or_path)
-    unknown = [k for k in doc if k not in _SECTIONS]
-    missing = [k for k in _SECTIONS if k not in doc]
-    if unknown or missing:
-        raise CatalogError(f"{path}: sections must be exactly {', '.join(_SECTIONS)}" +
-                           (f"; missing {', '.join(missing)}" if missing else "") +
-                           (f"; unknown {', '.join(unknown)}" if unknown else ""))
     parts = {}
-    for key, cls in _SECTIONS.items():
-        where = f"{path} [{key}]"
-        if not isinstance(doc[key], dict):
-            raise CatalogError(f"{path}: [{key}] must be a table")
-        values = _fields(cls, doc[key], where)
+    for key, values in _tables(path, doc, _SECTIONS).items():
         for name, ceiling in _CEILINGS.items():
             if name in values and values[name] > ceiling:
-                raise CatalogError(f"{where}: {name} must be at most {ceiling}, "
+                raise CatalogError(f"{path} [{key}]: {name} must be at most {ceiling}, "
                                    f"got {values[name]!r}")
-        parts[key] = cls(**values)
+        parts[key] = _SECTIONS[key](**values)
     # Waiting must cost less than working: a swapped pair is a typo.
     for where, idle, busy, names in (
             ("host", parts["host"].idle_w, parts["host"].busy_w, "idle_w < busy_w"),
