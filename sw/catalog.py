@@ -155,12 +155,15 @@ def list_hardware() -> list:
     return _available("hardware")
 
 
-def _read(kind: str, name_or_path) -> tuple:
+def _read(kind: str, name_or_path, what: str | None = None) -> tuple:
+    """``(path, document)`` of a built-in name under ``CONFIG_DIR / kind`` or of a TOML path;
+    ``what`` names the kind in the unknown-name message (default: from ``kind``)."""
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = CONFIG_DIR / kind / f"{name_or_path}.toml"
         if not path.is_file():
-            raise CatalogError(f"unknown {kind[:-1] if kind == 'models' else kind} "
+            what = what or (kind[:-1] if kind == "models" else kind)
+            raise CatalogError(f"unknown {what} "
                                f"{name_or_path!r}: built in are {', '.join(_available(kind))} "
                                f"(or give a path to a .toml file)")
     try:
@@ -172,9 +175,9 @@ def _read(kind: str, name_or_path) -> tuple:
         raise CatalogError(f"{path}: not valid TOML: {e}") from None
 
 
-def _fields(cls, table: dict, where: str) -> dict:
+def _fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
     """``table`` checked against ``cls``'s fields: every one present with the right type, nothing
-    else."""
+    else; numbers positive, those named in ``may_be_zero`` non-negative."""
     names = [f.name for f in dataclasses.fields(cls)]
     missing = [n for n in names if n not in table]
     unknown = [k for k in table if k not in names]
@@ -188,7 +191,9 @@ def _fields(cls, table: dict, where: str) -> dict:
         kind = {"str": str, "int": int, "float": (int, float), "bool": bool}[tname]
         if isinstance(v, bool) and kind is not bool or not isinstance(v, kind):
             raise CatalogError(f"{where}: {f.name} must be a {tname}, got {v!r}")
-        if tname in ("int", "float") and v <= 0:
+        if tname in ("int", "float") and f.name in may_be_zero and v < 0:
+            raise CatalogError(f"{where}: {f.name} must be zero or positive, got {v!r}")
+        if tname in ("int", "float") and f.name not in may_be_zero and v <= 0:
             raise CatalogError(f"{where}: {f.name} must be positive, got {v!r}")
         if f.name in _EFFICIENCIES and not v <= 1:
             raise CatalogError(f"{where}: {f.name} must be in (0, 1], got {v!r}")

@@ -5,7 +5,7 @@ Subcommands:
 * ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/hermes_demo.py``);
   ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
 * ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
-  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``)
+  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``, ``sw/bench_trimoe.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
@@ -14,6 +14,9 @@ Subcommands:
 * ``ndpdimm synth``   Yosys synthesis and the area report (``synth/command.py``)
 * ``ndpdimm hermes``  the Hermes scenario: a dense LLM on a GPU + NDP-DIMMs against its baselines,
   or a sweep (``sw/hermes.py``, ``sw/hermes_report.py``)
+* ``ndpdimm trimoe``  the TriMoE scenario: MoE layers over GPU, AMX CPU and NDP-DIMMs against
+  GPU only / GPU+CPU / GPU+NDP (``sw/trimoe.py``, ``sw/trimoe_report.py``); ``--check``: a
+  reduced MoE with every NDP expert run on the chosen backend and checked (``sw/trimoe_check.py``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -56,13 +59,14 @@ def _parser():
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
     b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "hermes",
-                                       "all"),
+                                       "trimoe", "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
                         "(cosim/bench_cosim.py); dimm_link: link goodput, latency and goodput "
                         "under bit errors (cosim/bench_link.py); hermes: tokens/s of every system "
-                        "for every model (sw/bench_hermes.py)")
+                        "for every model (sw/bench_hermes.py); trimoe: MoE layer latency of every "
+                        "system per model and batch, scheduler time (sw/bench_trimoe.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -142,6 +146,38 @@ def _parser():
                         "units 32..512, hot_share 0..0.3)")
     h.add_argument("--out-dir", default="build/hermes", help="JSON and plots (default build/hermes)")
 
+    t = sub.add_parser("trimoe", help="TriMoE scenario: MoE layers over a GPU, an AMX CPU and "
+                                      "NDP-DIMMs (hot/warm/cold experts), against GPU only, "
+                                      "GPU+CPU and GPU+NDP")
+    t.add_argument("--model", default="deepseek-v2",
+                   help="MoE model from sw/configs/moe_models or a TOML file (default deepseek-v2)")
+    t.add_argument("--hardware", default="h100-amx",
+                   help="hardware from sw/configs/trimoe_hardware or a TOML file (default h100-amx)")
+    t.add_argument("--batch", type=_positive, default=512, help="tokens per step (default 512)")
+    t.add_argument("--steps", type=_positive, default=16, help="steps simulated (default 16)")
+    t.add_argument("--profile-steps", type=_positive, default=8,
+                   help="steps of the profiling trace that warm the EMA and GPU residency (default 8)")
+    t.add_argument("--sample-layers", type=_positive, default=4, help="MoE layers simulated (default 4)")
+    t.add_argument("--backend", choices=("model", "rtl"), default="model",
+                   help="where NDP expert cycles come from (rtl: the Verilated core; needs small "
+                        "--units and --act-lanes, e.g. 16)")
+    t.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
+    t.add_argument("--act-lanes", type=_positive, default=256, help="activation unit lanes")
+    t.add_argument("--trace", default=None, help="replay a recorded routing trace (.npz)")
+    t.add_argument("--skew", type=float, default=1.0, help="Zipf exponent within each expert class")
+    t.add_argument("--hot-mass", type=float, default=0.45, help="share of routed tokens to hot experts")
+    t.add_argument("--temporal-correlation", type=float, default=0.9)
+    t.add_argument("--alpha", type=float, default=0.3, help="EMA coefficient (default 0.3)")
+    t.add_argument("--theta-hot", type=float, default=0.7,
+                   help="prefetch when EMA > theta x max EMA (default 0.7)")
+    t.add_argument("--systems", default=None,
+                   help="comma-separated subset of gpu_only,gpu_cpu,gpu_ndp,trimoe (default all)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--check", action="store_true",
+                   help="run the reduced MoE with every NDP expert executed on --backend and "
+                        "checked against the golden model and torch")
+    t.add_argument("--out-dir", default="build/trimoe", help="JSON and plots (default build/trimoe)")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -179,6 +215,9 @@ def main(argv=None):
             if args.suite in ("hermes", "all"):
                 from .bench_hermes import run_hermes_bench
                 run_hermes_bench(out=f"{args.out_dir}/hermes.json")
+            if args.suite in ("trimoe", "all"):
+                from .bench_trimoe import run_trimoe_bench
+                run_trimoe_bench(out=f"{args.out_dir}/trimoe.json")
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
@@ -225,6 +264,23 @@ def main(argv=None):
                                seed=args.seed)
             hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
                            trace_file=args.trace)
+        elif args.command == "trimoe":
+            if args.check:
+                from .trimoe_check import trimoe_check_command
+                result = trimoe_check_command(backend=args.backend, out_dir=args.out_dir,
+                                              seed=args.seed)
+                return 0 if result["ok"] else 1
+            from .trimoe import SYSTEMS, TriMoeConfig
+            from .trimoe_report import trimoe_command
+            systems = SYSTEMS if args.systems is None else tuple(args.systems.split(","))
+            cfg = TriMoeConfig(model=args.model, hardware=args.hardware, batch=args.batch,
+                               steps=args.steps, profile_steps=args.profile_steps,
+                               sample_layers=args.sample_layers, backend=args.backend,
+                               units=args.units, act_lanes=args.act_lanes, trace=args.trace,
+                               skew=args.skew, hot_mass=args.hot_mass,
+                               temporal_correlation=args.temporal_correlation, alpha=args.alpha,
+                               theta_hot=args.theta_hot, systems=systems, seed=args.seed)
+            trimoe_command(cfg, out_dir=args.out_dir)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

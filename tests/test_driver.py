@@ -395,6 +395,71 @@ def test_ndp_system_splits_rows(dimm):
     sys_.close()
 
 
+# ---- background host reads -------------------------------------------------------------------
+
+def test_host_reads_during_a_gemv(dimm):
+    """``host_reads``: 64 B host reads every ``spacing`` cycles while the GEMV runs, counted per
+    scope, per operation and per DIMM; results stay bit-exact; outside the scope none."""
+    rng = random.Random(21)
+    W = random_values((64, 256), Dtype.FP16, rng, 0.03)
+    X = random_values((4, 256), Dtype.FP16, rng)
+    wb = dimm.store_weights(W)
+    other = dimm.alloc(256)                          # 4 bursts: the reads wrap around it
+    dimm.backend.load(other.addr, bytes(range(256)))
+    want = golden.gemv_dot(W, X, Dtype.FP16)
+    dimm.gemv(wb, X)
+    quiet = dimm.last_run
+    assert quiet.host_reads == 0
+    spacing = 40
+    with dimm.host_reads(other, spacing) as hr:
+        y = dimm.gemv(wb, X)
+        busy = dimm.last_run
+        assert_bit_exact(y, want, f"GEMV under host reads on {dimm.name}")
+        assert hr.issued == busy.host_reads == dimm.host_reads_issued > 4
+        # one read per spacing at most (each waits for its response: slower if that is longer)
+        assert hr.issued <= busy.elapsed_cycles // spacing + 1
+        gemv = lambda run: sum(c.cycles for lab, c in run.descriptors if lab.startswith("GEMV"))
+        assert gemv(busy) >= gemv(quiet)            # contention can only slow the GEMV down
+        with pytest.raises(RuntimeError, match="already active"):
+            with dimm.host_reads(other, spacing):
+                pass
+        assert dimm._host_reads is hr               # the failed nested scope left it active
+        first = hr.issued
+        dimm.gemv(wb, X[:1])
+        assert hr.issued > first
+    total = dimm.host_reads_issued
+    assert_bit_exact(dimm.gemv(wb, X), want, "after the scope")
+    assert dimm.host_reads_issued == total and dimm.last_run.host_reads == 0
+    assert dimm.last_run.as_dict()["host_reads"] == 0
+    with dimm.host_reads(wb, 500) as hr2:           # a WeightBuffer is fine too
+        dimm.gemv(wb, X)
+    assert hr2.issued >= 1 and dimm.host_reads_issued == total + hr2.issued
+    dimm.free(wb)
+    dimm.free(other)
+
+
+def test_host_reads_bad_arguments_change_nothing(dimm):
+    other = dimm.alloc(128)
+    sram = dimm.alloc_sram(64)
+    gone = dimm.alloc(64)
+    dimm.free(gone)
+    foreign = Dimm("model", CFG).alloc(64)
+    for buf, spacing, message in [
+            (other, 0, "spacing_cycles"), (other, -3, "spacing_cycles"),
+            (other, 2.5, "spacing_cycles"), (other, True, "spacing_cycles"),
+            (other, "100", "spacing_cycles"), (other, None, "spacing_cycles"),
+            (sram, 100, "DRAM"), (torch.zeros(4), 100, "Buffer"), (None, 100, "Buffer"),
+            (gone, 100, "after it was freed"), (foreign, 100, "another DIMM")]:
+        with pytest.raises(ValueError, match=message):
+            dimm.host_reads(buf, spacing)
+    assert dimm._host_reads is None and dimm.host_reads_issued == 0
+    wb = dimm.store_weights(random_values((8, 32), Dtype.FP16, random.Random(3)))
+    dimm.gemv(wb, random_values((2, 32), Dtype.FP16, random.Random(4)))
+    assert dimm.host_reads_issued == 0 and dimm.last_run.host_reads == 0
+    for b in (wb, other, sram):
+        dimm.free(b)
+
+
 # ---- the two backends agree ------------------------------------------------------------------
 
 def _program(dimm):

@@ -1,0 +1,445 @@
+"""The TriMoE scenario: MoE layers across a GPU, an AMX CPU and NDP-DIMMs, with baselines.
+
+One run (:func:`run_trimoe`, ``ndpdimm trimoe``) takes an MoE model and the
+hardware from the catalogue (``sw/trimoe_catalog.py``), a batch of tokens per
+step and a routing trace (synthetic, ``sw/moe_traces.py``, or a recorded
+file), and simulates the MoE layers of ``steps`` steps for four systems:
+
+===========  ==================================================================================
+system       devices the scheduler may use
+===========  ==================================================================================
+gpu_only     the GPU: resident experts (hits) and the others copied over PCIe (misses)
+gpu_cpu      GPU + the AMX CPU reading the experts from host memory (all striped)
+gpu_ndp      GPU + the NDP-DIMMs, each computing the experts localized on it (the non-resident
+             experts all localized, balanced over the DIMMs; GPU misses read one DIMM)
+trimoe       all three, with the layouts managed: experts start striped; relayout over
+             DIMM-Link when the device choice changes; cold-expert rebalancing over the DIMMs
+===========  ==================================================================================
+
+**Per step and sampled layer** the layer's routed experts (token counts from
+the trace) plus its shared experts (always on the GPU, every token) become
+:class:`~ndpdimm.sw.trimoe_scheduler.ExpertTask` s with their time on every
+device the system allows (``sw/trimoe_costs.py``), and the scheduler places
+them (greedy + bottleneck-aware refinement). The NDP times then get the
+contention of the striped host reads the schedule makes each DIMM serve
+(per-DIMM GB/s over the layer's time; one fixed-point pass: the refined
+makespan is re-evaluated with the contention it implies and that is the
+layer's latency). All systems use the same GPU residency: the ``slots`` per
+layer that fit in the GPU's expert memory (``(memory - reserved) /
+expert bytes / MoE layers``, after the shared experts), filled from a
+profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stream
+through) and kept current by the EMA predictor's prefetch
+(``sw/trimoe_manager.py``): prefetch copies run over PCIe while the GPU
+computes; what does not fit into the PCIe's idle time of the step is charged
+as migration time. In ``trimoe`` every expert starts striped, and a striped
+expert the scheduler puts on a DIMM pays its gathering relayout inside that
+task (so the scheduler takes it only where it still shortens the layer); a
+localized one given to the CPU or as a GPU miss accumulates the time it
+loses to being read from one DIMM, and is spread back to striped once that
+loss reaches the relayout's cost (the rent-or-buy rule: never more than
+twice the better of the two choices in hindsight; background relayout,
+charged as migration). Every ``rebalance_every`` steps the localized experts
+are rebalanced over the DIMMs by predicted load, a move only where the
+lowered peak over the window pays for it (DIMM-Link moves, charged as
+migration). Before the measured steps, ``trimoe`` runs the profiling steps
+once with this management on (a warm-up, not measured) so the layout the
+run starts from is the one the policy converges to.
+
+**Sampling.** ``sample_layers`` MoE layers are simulated; the model's other
+MoE layers are taken to behave like them (latency per layer is the mean; a
+step's MoE time is that times the model's MoE layers). The DIMM capacity in
+the layout books is the sampled layers' share of the DIMMs.
+
+**Outputs** per system: mean MoE layer latency, throughput (tokens of the
+batch per second of MoE-layer time), per-domain utilisation (busy time /
+devices x makespan), share of routed expert executions per domain, GPU hit
+rate, migration time and its share, the scheduler's iterations and time per
+layer; once: the EMA predictor's accuracy and state size, and where every
+number came from (NDP backend, core configuration, the measured NDP and
+DIMM-Link costs). Only the MoE layers are modelled (attention and the dense
+first layers run on the GPU in every system and are left out).
+"""
+
+import dataclasses
+import time
+import warnings
+
+import numpy as np
+
+from ndpdimm.cosim.backend import CoreConfig
+
+from .driver import Dimm
+from .moe_traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
+from .trimoe_catalog import load_moe_model, load_trimoe_hardware
+from .trimoe_costs import DomainCosts, measure_domain_costs
+from .trimoe_manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
+from .trimoe_scheduler import Device, ExpertTask, schedule
+
+__all__ = ["TriMoeConfig", "SYSTEMS", "run_trimoe", "simulate", "make_traces"]
+
+SYSTEMS = ("gpu_only", "gpu_cpu", "gpu_ndp", "trimoe")
+_DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "ndp"),
+            "trimoe": ("gpu", "cpu", "ndp")}
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeConfig:
+    """One TriMoE run. Trace parameters: see ``sw/moe_traces.py``."""
+    model: str = "deepseek-v2"
+    hardware: str = "h100-amx"
+    batch: int = 512                       # tokens per step (64..768 in the paper's range)
+    steps: int = 16
+    profile_steps: int = 8
+    sample_layers: int = 4
+    backend: str = "model"
+    units: int = 256
+    act_lanes: int = 256
+    trace: str | None = None               # a recorded trace file (.npz) instead of the generator
+    hot_fraction: float = 0.05
+    hot_mass: float = 0.45
+    warm_fraction: float = 0.20
+    warm_mass: float = 0.35
+    skew: float = 1.0
+    temporal_correlation: float = 0.9
+    volatility: float = 0.5
+    layer_variation: float = 0.5
+    alpha: float = 0.3                     # EMA coefficient
+    theta_hot: float = 0.7                 # prefetch when EMA > theta_hot x max EMA
+    rebalance_every: int = 4
+    rebalance_moves: int = 4
+    gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
+    seed: int = 0
+    systems: tuple = SYSTEMS
+
+    def __post_init__(self):
+        for name in ("batch", "steps", "profile_steps", "sample_layers", "units", "act_lanes",
+                     "rebalance_every", "gpu_staging_experts"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if isinstance(self.rebalance_moves, bool) or not isinstance(self.rebalance_moves, int) \
+                or self.rebalance_moves < 0:
+            raise ValueError(f"rebalance_moves must be an int >= 0, got {self.rebalance_moves!r}")
+        for name in ("alpha", "theta_hot"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        if self.backend not in ("model", "rtl"):
+            raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
+        bad = [s for s in self.systems if s not in SYSTEMS]
+        if bad or not self.systems:
+            raise ValueError(f"systems must be a non-empty subset of {SYSTEMS}, got {self.systems!r}")
+
+    def trace_config(self, model, steps, seed) -> RoutingTraceConfig:
+        return RoutingTraceConfig(
+            n_experts=model.experts, top_k=model.top_k, layers=self.sample_layers,
+            tokens=self.batch, steps=steps, hot_fraction=self.hot_fraction,
+            hot_mass=self.hot_mass, warm_fraction=self.warm_fraction, warm_mass=self.warm_mass,
+            skew=self.skew, temporal_correlation=self.temporal_correlation,
+            volatility=self.volatility, layer_variation=self.layer_variation, seed=seed)
+
+
+def make_traces(cfg: TriMoeConfig, model) -> tuple:
+    """(profile trace, run trace). A recorded file is split: its first ``profile_steps`` steps
+    profile, the rest run; the generator draws the profile from another seed of the same
+    process (the same expert popularity: the base ranking is seeded by ``seed``, the AR(1)
+    noise and the token draws continue), here simply the first ``profile_steps`` steps of one
+    trace of ``profile_steps + steps`` steps."""
+    if cfg.trace is not None:
+        trace = RoutingTrace.load(cfg.trace)
+        if trace.n_experts != model.experts or trace.top_k != model.top_k:
+            raise ValueError(f"trace {cfg.trace}: {trace.n_experts} experts, top-{trace.top_k}; "
+                             f"model {model.name} has {model.experts}, top-{model.top_k}")
+        if trace.steps <= cfg.profile_steps:
+            raise ValueError(f"trace {cfg.trace}: {trace.steps} steps, need more than "
+                             f"profile_steps = {cfg.profile_steps}")
+    else:
+        trace = synthetic_routing(cfg.trace_config(model, cfg.profile_steps + cfg.steps, cfg.seed))
+    loads = trace.loads()
+    return loads[:cfg.profile_steps], loads[cfg.profile_steps:], trace.meta
+
+
+@dataclasses.dataclass
+class _SystemState:
+    residency: GpuResidency
+    layout: ExpertLayout
+    loss: np.ndarray               # [layers, experts] seconds a localized expert lost off-NDP
+    contention: np.ndarray         # [layers] striped host GB/s per DIMM of the last step
+
+
+class _Tally:
+    def __init__(self):
+        self.latency = []           # per (step, layer) seconds
+        self.busy = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
+        self.capacity_time = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
+        self.executions = {"gpu_hit": 0, "gpu_miss": 0, "cpu": 0, "ndp": 0}
+        self.migration = {"relayout_in_task": 0.0, "relayout_back": 0.0, "rebalance": 0.0,
+                          "prefetch_stall": 0.0}
+        self.counts = {"relayouts_in_task": 0, "relayouts_back": 0, "rebalance_moves": 0,
+                       "prefetches": 0}
+        self.iterations = []
+        self.sched_seconds = []
+        self.initial_makespan = []
+        self.contention = []        # slowdown of each NDP execution by host reads
+        self.placement = []         # per step: domain code per expert of the first sampled layer
+
+
+_CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
+
+
+def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, profile, run,
+             progress=None) -> dict:
+    """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring)."""
+    domains = _DOMAINS[system]
+    n_layers, n_exp = run.shape[1], run.shape[2]
+    dimms = hw.ndp.dimms
+    eb = costs.expert_bytes
+    # GPU: expert memory minus the shared experts of every MoE layer, split over the MoE layers
+    gpu_room = (hw.gpu.memory_gb - hw.gpu.reserved_gb) * 1e9 - cfg.gpu_staging_experts * eb
+    slots = max(0, int(gpu_room // eb) // model.moe_layers - model.shared_experts)
+    residency = GpuResidency(n_layers, n_exp, slots, cfg.theta_hot)
+    layout = ExpertLayout(n_layers, n_exp, dimms, eb,
+                          hw.ndp.capacity_gb * 1e9 * n_layers / model.moe_layers)
+    predictor = EmaPredictor(n_layers, n_exp, cfg.alpha, cfg.theta_hot)
+    for s in range(profile.shape[0]):
+        for layer in range(n_layers):
+            predictor.update(layer, profile[s, layer])
+    for layer in range(n_layers):
+        residency.fill(layer, predictor.predict(layer))
+        if system == "gpu_ndp":        # every non-resident expert localized, balanced
+            frac = 1 - len(residency.resident[layer]) / n_exp
+            layout.initial(layer, predictor.predict(layer), frac, lambda x: costs.ndp(max(1, round(x))))
+    state = _SystemState(residency, layout, np.zeros((n_layers, n_exp)), np.zeros(n_layers))
+    devices = [Device("gpu", "gpu")]
+    if "cpu" in domains:
+        devices.append(Device("cpu", "cpu"))
+    if "ndp" in domains:
+        devices += [Device(f"ndp{j}", "ndp") for j in range(dimms)]
+    if system == "trimoe":
+        # warm-up: the profile's steps once more with the layout management on (experts start
+        # striped; those the scheduler puts on a DIMM are gathered there), not measured
+        for s in range(profile.shape[0]):
+            _step(system, cfg, model, costs, state, devices, profile[s], _Tally(), predictor, s,
+                  learn=False)
+    # predictor accuracy is scored on the run only
+    predictor.abs_error = predictor.total_load = 0.0
+    predictor.tp = predictor.fp = predictor.fn = 0
+    tally = _Tally()
+    for s in range(run.shape[0]):
+        _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
+        if progress:
+            progress(system, s + 1, run.shape[0])
+    return _summary(system, cfg, model, tally, predictor, slots, run)
+
+
+def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s, learn):
+    """One step: every sampled layer scheduled; then (``learn``) the EMA update and prefetch
+    planning for the next step (copies overlap this step's compute), and every
+    ``rebalance_every`` steps the DIMM rebalancing (trimoe)."""
+    step_time = pcie_busy = 0.0
+    for layer in range(loads.shape[0]):
+        t, pcie = _layer(system, cfg, model, costs, state, devices, layer, loads[layer], tally)
+        step_time += t
+        pcie_busy += pcie
+        if layer == 0:
+            tally.placement.append(tally._last_codes)
+    if learn:
+        prefetch_bytes = 0
+        for layer in range(loads.shape[0]):
+            predictor.update(layer, loads[layer])
+            plan = state.residency.plan_prefetch(layer, predictor.predict(layer))
+            state.residency.apply(layer, plan)
+            prefetch_bytes += len(plan) * costs.expert_bytes
+            tally.counts["prefetches"] += len(plan)
+        tally.migration["prefetch_stall"] += max(0.0, prefetch_bytes / costs.pcie - (step_time - pcie_busy))
+    if system == "trimoe" and (s + 1) % cfg.rebalance_every == 0:
+        for layer in range(loads.shape[0]):
+            pred = [costs.ndp(max(1, round(x))) if x > 0 else 0.0 for x in predictor.predict(layer)]
+            moves = state.layout.rebalance(layer, pred, cfg.rebalance_moves,
+                                           lambda a, b: costs.move(abs(a - b)), cfg.rebalance_every)
+            tally.counts["rebalance_moves"] += len(moves)
+            tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
+
+
+def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
+    """Schedule one layer of one step; returns (latency seconds, PCIe busy seconds)."""
+    res, lay = state.residency, state.layout
+    names = {d.name for d in devices}
+    host_gbs = state.contention[layer]
+    tasks = []
+    batch = int(loads.sum()) // model.top_k
+    for k in range(model.shared_experts):
+        tasks.append(ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)}))
+    for e in np.flatnonzero(loads):
+        e, t = int(e), int(loads[e])
+        hit = res.is_resident(layer, e)
+        home = int(lay.home[layer, e])
+        striped = home == STRIPED
+        times = {"gpu": costs.gpu(t, hit, striped)}
+        used = {}
+        if "cpu" in names:
+            times["cpu"] = costs.cpu(t, striped)
+        if "ndp0" in names:
+            if not striped:
+                times[f"ndp{home}"] = costs.ndp(t, host_gbs)
+            elif system == "trimoe":
+                for j in range(len(lay.used)):
+                    if lay.free(j) >= costs.expert_bytes:
+                        times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, host_gbs)
+                        used[f"ndp{j}"] = costs.expert_bytes
+        tasks.append(ExpertTask(e, t, times, used))
+    # capacity of the DIMMs for gathered experts: what the layout books leave free
+    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
+            for d in devices]
+    sched = schedule(tasks, devs)
+    tally.iterations.append(sched.iterations)
+    tally.sched_seconds.append(sched.seconds)
+    tally.initial_makespan.append(sched.initial_makespan)
+    # contention: striped bytes the CPU and GPU misses read, spread over the DIMMs
+    loads_dev = dict(sched.loads)
+    striped_bytes = pcie = 0.0
+    codes = np.zeros(len(loads), np.int8)
+    for task in tasks:
+        if task.expert < 0:
+            continue
+        dev = sched.assignment[task.expert]
+        e = task.expert
+        is_striped = lay.home[layer, e] == STRIPED
+        if dev == "gpu":
+            kind = "gpu_hit" if res.is_resident(layer, e) else "gpu_miss"
+            if kind == "gpu_miss":
+                pcie += costs.pcie_transfer()
+                striped_bytes += costs.expert_bytes * is_striped
+        elif dev == "cpu":
+            kind = "cpu"
+            striped_bytes += costs.expert_bytes * is_striped
+        else:
+            kind = "ndp"
+        tally.executions[kind] += 1
+        codes[e] = _CODE[kind]
+        # layout changes caused by this schedule (trimoe only)
+        if system == "trimoe":
+            if kind == "ndp" and is_striped:
+                lay.set_home(layer, e, int(dev[3:]))
+                tally.migration["relayout_in_task"] += costs.relayout(True)
+                tally.counts["relayouts_in_task"] += 1
+            elif kind in ("cpu", "gpu_miss") and not is_striped:
+                # rent or buy: relayout back once the time lost to reading it from one DIMM
+                # adds up to what the relayout costs (at most twice the better choice in hindsight)
+                t = task.tokens
+                state.loss[layer, e] += (costs.cpu(t, False) - costs.cpu(t, True) if kind == "cpu"
+                                         else costs.gpu(t, False, False) - costs.gpu(t, False, True))
+                if state.loss[layer, e] >= costs.relayout(False):
+                    lay.set_home(layer, e, STRIPED)
+                    state.loss[layer, e] = 0.0
+                    tally.migration["relayout_back"] += costs.relayout(False)
+                    tally.counts["relayouts_back"] += 1
+            elif kind == "ndp":
+                state.loss[layer, e] = 0.0
+    tally._last_codes = codes
+    # the NDP tasks again at the host-read rate this schedule makes each DIMM serve
+    makespan0 = max(loads_dev.values())
+    gbs = striped_bytes / len(lay.used) / makespan0 / 1e9 if makespan0 > 0 else 0.0
+    for task in tasks:
+        dev = sched.assignment[task.expert]
+        if dev.startswith("ndp"):
+            before, after = costs.ndp(task.tokens, host_gbs), costs.ndp(task.tokens, gbs)
+            loads_dev[dev] += after - before
+            tally.contention.append(costs.contention(task.tokens, gbs))
+    state.contention[layer] = gbs
+    makespan = max(loads_dev.values())
+    tally.latency.append(makespan)
+    for d in devices:
+        tally.busy[d.domain] += loads_dev[d.name]
+        tally.capacity_time[d.domain] += makespan
+    return makespan, pcie
+
+
+def _mean(xs):
+    return float(np.mean(xs)) if len(xs) else 0.0
+
+
+def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
+    layer_s = _mean(tally.latency)
+    total = float(np.sum(tally.latency))
+    # relayouts into a DIMM are inside their NDP task (the layer's makespan); the rest is extra
+    extra = float(sum(v for k, v in tally.migration.items() if k != "relayout_in_task"))
+    runs = sum(tally.executions.values())
+    gpu_runs = tally.executions["gpu_hit"] + tally.executions["gpu_miss"]
+    util = {d: (tally.busy[d] / tally.capacity_time[d] if tally.capacity_time[d] else None)
+            for d in tally.busy}
+    step_moe_s = layer_s * model.moe_layers
+    return {
+        "system": system,
+        "moe_layer_latency_ms": layer_s * 1e3,
+        "moe_layer_latency_p99_ms": float(np.percentile(tally.latency, 99)) * 1e3,
+        "step_moe_time_ms": step_moe_s * 1e3,
+        "throughput_tokens_per_s": cfg.batch / (step_moe_s + extra / run.shape[0] * model.moe_layers
+                                                / run.shape[1]) if step_moe_s else None,
+        "utilisation": util,
+        "executions": dict(tally.executions),
+        "execution_share": {k: v / runs for k, v in tally.executions.items()} if runs else {},
+        "gpu_hit_rate": tally.executions["gpu_hit"] / gpu_runs if gpu_runs else None,
+        "gpu_slots_per_layer": slots,
+        "migration_seconds": dict(tally.migration),
+        # time spent migrating: stalls (background relayouts, rebalancing, prefetch beyond the
+        # PCIe's idle time) as a share of the wall time, and relayouts into a DIMM as a share of
+        # the DIMMs' busy time (they run inside the NDP tasks)
+        "migration_stall_share": extra / (total + extra) if total + extra else 0.0,
+        "migration_ndp_share": (tally.migration["relayout_in_task"] / tally.busy["ndp"]
+                                if tally.busy["ndp"] else 0.0),
+        "migration_counts": dict(tally.counts),
+        "scheduler": {"iterations_mean": _mean(tally.iterations),
+                      "iterations_max": int(max(tally.iterations, default=0)),
+                      "seconds_per_layer_mean": _mean(tally.sched_seconds),
+                      "seconds_per_layer_max": float(max(tally.sched_seconds, default=0.0)),
+                      "greedy_makespan_ms": _mean(tally.initial_makespan) * 1e3},
+        "ndp_contention_slowdown_mean": _mean(tally.contention),
+        "placement": [c.tolist() for c in tally.placement],
+        "predictor": {**predictor.accuracy(),
+                      "state_bytes_full_model": model.moe_layers * model.experts * 4},
+    }
+
+
+def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None) -> dict:
+    """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
+    called after each simulated step; ``costs`` reuses measured costs (else measured here)."""
+    t0 = time.perf_counter()
+    model = load_moe_model(cfg.model)
+    hw = load_trimoe_hardware(cfg.hardware)
+    profile, run, meta = make_traces(cfg, model)
+    core = CoreConfig(n_units=cfg.units, act_lanes=cfg.act_lanes)
+    t_cost = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if costs is None:
+            kwargs = {"functional": False} if cfg.backend == "model" else {}
+            with Dimm(cfg.backend, core, **kwargs) as dimm:
+                costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed)
+    t_cost = time.perf_counter() - t_cost
+    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress) for s in cfg.systems}
+    base = results.get("gpu_only")
+    for r in results.values():
+        r["speedup_vs_gpu_only"] = (base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
+                                    if base and r["moe_layer_latency_ms"] else None)
+    return {
+        "config": dataclasses.asdict(cfg),
+        "model": dataclasses.asdict(model),
+        "hardware": dataclasses.asdict(hw),
+        "trace": {"meta": meta, "profile_steps": int(profile.shape[0]), "run_steps": int(run.shape[0]),
+                  "mean_tokens_per_active_expert": float(run[run > 0].mean()),
+                  "active_experts_per_layer": float((run > 0).sum(axis=2).mean())},
+        "provenance": {
+            "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
+                          f"{core.act_lanes} activation lanes (driver API, sw/trimoe_expert.py)",
+            "dimm_link": None if costs.link is None else costs.link.backend,
+            "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "
+                       "(sw/trimoe_costs.py)",
+            "warnings": sorted({str(w.message) for w in caught})},
+        "costs": costs.as_dict(),
+        "systems": results,
+        "wall_seconds": {"costs": t_cost, "total": time.perf_counter() - t0},
+        "tokens_per_step": cfg.batch,
+        "moe_layers": model.moe_layers,
+        "notes": "MoE layers only; layer latency is the scheduled makespan with NDP contention",
+    }
