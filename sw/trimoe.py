@@ -12,8 +12,8 @@ gpu_only     the GPU: resident experts (hits) and the others copied over PCIe (m
 gpu_cpu      GPU + the AMX CPU reading the experts from host memory (all striped)
 gpu_ndp      GPU + the NDP-DIMMs, each computing the experts localized on it (the non-resident
              experts all localized, balanced over the DIMMs; GPU misses read one DIMM)
-trimoe       all three, with the layouts managed: experts start striped; relayout over
-             DIMM-Link when the device choice changes; cold-expert rebalancing over the DIMMs
+trimoe       all three, with the layouts managed: planned from the profile, relayout over
+             DIMM-Link when the device choice changes, cold-expert rebalancing over the DIMMs
 ===========  ==================================================================================
 
 **Per step and sampled layer** the layer's routed experts (token counts from
@@ -31,7 +31,12 @@ profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stre
 through) and kept current by the EMA predictor's prefetch
 (``sw/trimoe_manager.py``): prefetch copies run over PCIe while the GPU
 computes; what does not fit into the PCIe's idle time of the step is charged
-as migration time. In ``trimoe`` every expert starts striped, and a striped
+as migration time. In ``trimoe`` the initial layout is planned from the
+profile's predicted loads (EMA): experts predicted to get a token or more
+per step are scheduled as if every layout were free and those the scheduler
+puts on a DIMM are localized there; the colder ones (cold experts: a token
+now and then) are localized, balanced over the DIMMs; the rest stay striped.
+Then a striped
 expert the scheduler puts on a DIMM pays its gathering relayout inside that
 task (so the scheduler takes it only where it still shortens the layer); a
 localized one given to the CPU or as a GPU miss accumulates the time it
@@ -60,6 +65,7 @@ DIMM-Link costs). Only the MoE layers are modelled (attention and the dense
 first layers run on the GPU in every system and are left out).
 """
 
+import copy
 import dataclasses
 import time
 import warnings
@@ -164,7 +170,7 @@ class _SystemState:
     residency: GpuResidency
     layout: ExpertLayout
     loss: np.ndarray               # [layers, experts] seconds a localized expert lost off-NDP
-    contention: np.ndarray         # [layers] striped host GB/s per DIMM of the last step
+    contention: np.ndarray         # [layers, dimms] host-read GB/s each DIMM served last step
 
 
 class _Tally:
@@ -176,7 +182,7 @@ class _Tally:
         self.migration = {"relayout_in_task": 0.0, "relayout_back": 0.0, "rebalance": 0.0,
                           "prefetch_stall": 0.0}
         self.counts = {"relayouts_in_task": 0, "relayouts_back": 0, "rebalance_moves": 0,
-                       "prefetches": 0}
+                       "prefetches": 0, "reads_withdrawn": 0}
         self.iterations = []
         self.sched_seconds = []
         self.initial_makespan = []
@@ -206,21 +212,32 @@ def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, prof
             predictor.update(layer, profile[s, layer])
     for layer in range(n_layers):
         residency.fill(layer, predictor.predict(layer))
-        if system == "gpu_ndp":        # every non-resident expert localized, balanced
-            frac = 1 - len(residency.resident[layer]) / n_exp
-            layout.initial(layer, predictor.predict(layer), frac, lambda x: costs.ndp(max(1, round(x))))
-    state = _SystemState(residency, layout, np.zeros((n_layers, n_exp)), np.zeros(n_layers))
+    state = _SystemState(residency, layout, np.zeros((n_layers, n_exp)), np.zeros((n_layers, dimms)))
+    if system == "gpu_ndp":
+        for layer in range(n_layers):
+            _localize_cold(costs, state, None, layer, predictor.predict(layer))
     devices = [Device("gpu", "gpu")]
     if "cpu" in domains:
         devices.append(Device("cpu", "cpu"))
     if "ndp" in domains:
         devices += [Device(f"ndp{j}", "ndp") for j in range(dimms)]
+    plan = None
     if system == "trimoe":
-        # warm-up: the profile's steps once more with the layout management on (experts start
-        # striped; those the scheduler puts on a DIMM are gathered there), not measured
-        for s in range(profile.shape[0]):
-            _step(system, cfg, model, costs, state, devices, profile[s], _Tally(), predictor, s,
-                  learn=False)
+        # initial layout: of two plans, the one whose warm-up (the profile's steps once more,
+        # layout management on, not measured) takes less time
+        trials = {}
+        for plan, make in (("scheduled", _plan_layout), ("cold_localized", _localize_cold)):
+            trial = copy.deepcopy(state)
+            for layer in range(n_layers):
+                make(costs, trial, devices, layer, predictor.predict(layer))
+            warm = _Tally()
+            for s in range(profile.shape[0]):
+                _step(system, cfg, model, costs, trial, devices, profile[s], warm, predictor, s,
+                      learn=False)
+            trials[plan] = (float(np.sum(warm.latency)) + sum(warm.migration.values())
+                            - warm.migration["relayout_in_task"], trial)
+        plan = min(trials, key=lambda k: trials[k][0])
+        state = trials[plan][1]
     # predictor accuracy is scored on the run only
     predictor.abs_error = predictor.total_load = 0.0
     predictor.tp = predictor.fp = predictor.fn = 0
@@ -229,7 +246,50 @@ def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, prof
         _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
         if progress:
             progress(system, s + 1, run.shape[0])
-    return _summary(system, cfg, model, tally, predictor, slots, run)
+    out = _summary(system, cfg, model, tally, predictor, slots, run)
+    out["initial_layout"] = plan
+    return out
+
+
+def _localize_cold(costs, state, devices, layer, ema):
+    """The GPU+NDP system's layout: every expert not resident on the GPU localized, balanced
+    over the DIMMs by predicted NDP time."""
+    res = state.residency
+    state.layout.localize(layer, [e for e in range(len(ema)) if not res.is_resident(layer, e)],
+                          _predicted_ndp(costs, ema))
+
+
+def _predicted_ndp(costs, ema) -> list:
+    """Each expert's expected NDP time per step from its EMA (an EMA x < 1 read as one token
+    with probability x)."""
+    return [min(1.0, x) * costs.ndp(max(1, round(float(x)))) for x in ema]
+
+
+def _plan_layout(costs, state, devices, layer, ema):
+    """The initial layout of ``layer`` from the predicted loads: the experts predicted to get a
+    token or more (EMA >= 1) are scheduled as if every layout were free, and those the
+    scheduler puts on a DIMM are localized there; the colder ones (EMA < 1: cold experts,
+    a token now and then) are localized too, balanced over the DIMMs; the rest stay striped."""
+    res, lay = state.residency, state.layout
+    warm = [int(e) for e in np.flatnonzero(np.asarray(ema) >= 1)]
+    tasks = []
+    for e in warm:
+        t = int(round(float(ema[e])))
+        times = {"gpu": costs.gpu(t, res.is_resident(layer, e))}
+        if any(d.domain == "cpu" for d in devices):
+            times["cpu"] = costs.cpu(t)
+        used = {}
+        for d in devices:
+            if d.domain == "ndp":
+                times[d.name], used[d.name] = costs.ndp(t), costs.expert_bytes
+        tasks.append(ExpertTask(e, t, times, used))
+    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
+            for d in devices]
+    for e, dev in schedule(tasks, devs).assignment.items():
+        if dev.startswith("ndp"):
+            lay.set_home(layer, e, int(dev[3:]))
+    cold = [e for e in range(len(ema)) if ema[e] < 1 and not res.is_resident(layer, e)]
+    lay.localize(layer, cold, _predicted_ndp(costs, ema))
 
 
 def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s, learn):
@@ -254,67 +314,110 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
         tally.migration["prefetch_stall"] += max(0.0, prefetch_bytes / costs.pcie - (step_time - pcie_busy))
     if system == "trimoe" and (s + 1) % cfg.rebalance_every == 0:
         for layer in range(loads.shape[0]):
-            pred = [costs.ndp(max(1, round(x))) if x > 0 else 0.0 for x in predictor.predict(layer)]
+            pred = _predicted_ndp(costs, predictor.predict(layer))
             moves = state.layout.rebalance(layer, pred, cfg.rebalance_moves,
                                            lambda a, b: costs.move(abs(a - b)), cfg.rebalance_every)
             tally.counts["rebalance_moves"] += len(moves)
             tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
 
 
-def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
-    """Schedule one layer of one step; returns (latency seconds, PCIe busy seconds)."""
+def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads):
+    """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s); ``avoid_reads``:
+    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss."""
     res, lay = state.residency, state.layout
-    names = {d.name for d in devices}
-    host_gbs = state.contention[layer]
-    tasks = []
     batch = int(loads.sum()) // model.top_k
-    for k in range(model.shared_experts):
-        tasks.append(ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)}))
+    tasks = [ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)})
+             for k in range(model.shared_experts)]
     for e in np.flatnonzero(loads):
         e, t = int(e), int(loads[e])
         hit = res.is_resident(layer, e)
         home = int(lay.home[layer, e])
         striped = home == STRIPED
-        times = {"gpu": costs.gpu(t, hit, striped)}
-        used = {}
-        if "cpu" in names:
-            times["cpu"] = costs.cpu(t, striped)
+        times, used = {}, {}
         if "ndp0" in names:
             if not striped:
-                times[f"ndp{home}"] = costs.ndp(t, host_gbs)
+                times[f"ndp{home}"] = costs.ndp(t, rates[home])
             elif system == "trimoe":
-                for j in range(len(lay.used)):
+                for j in range(lay.dimms):
                     if lay.free(j) >= costs.expert_bytes:
-                        times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, host_gbs)
+                        times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, rates[j])
                         used[f"ndp{j}"] = costs.expert_bytes
+        if hit or not (avoid_reads and times):
+            times["gpu"] = costs.gpu(t, hit, striped)
+        if "cpu" in names and not (avoid_reads and times.keys() - {"gpu"}):
+            times["cpu"] = costs.cpu(t, striped)
         tasks.append(ExpertTask(e, t, times, used))
+    return tasks
+
+
+def _kind(state, layer, e, dev) -> str:
+    if dev == "gpu":
+        return "gpu_hit" if state.residency.is_resident(layer, e) else "gpu_miss"
+    return "cpu" if dev == "cpu" else "ndp"
+
+
+def _contended(costs, state, layer, tasks, sched, prev_rates):
+    """The schedule's device loads with each DIMM's NDP work at the host-read rate the schedule
+    makes it serve (bytes the CPU and GPU misses read from it over the layer's time: a striped
+    expert spreads over all DIMMs, a localized one loads its home); returns (loads, rates)."""
+    lay = state.layout
+    host_bytes = np.zeros(lay.dimms)
+    for task in tasks:
+        if task.expert >= 0 and _kind(state, layer, task.expert, sched.assignment[task.expert]) \
+                in ("cpu", "gpu_miss"):
+            home = int(lay.home[layer, task.expert])
+            if home == STRIPED:
+                host_bytes += costs.expert_bytes / lay.dimms
+            else:
+                host_bytes[home] += costs.expert_bytes
+    loads = dict(sched.loads)
+    rates = host_bytes / sched.makespan / 1e9 if sched.makespan > 0 else np.zeros(lay.dimms)
+    for task in tasks:
+        dev = sched.assignment[task.expert]
+        if dev.startswith("ndp"):
+            j = int(dev[3:])
+            loads[dev] += costs.ndp(task.tokens, rates[j]) - costs.ndp(task.tokens, prev_rates[j])
+    return loads, rates
+
+
+def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
+    """Schedule one layer of one step; returns (latency seconds, PCIe busy seconds).
+
+    Host reads slow the DIMMs' NDP work down, so when a system has the DIMMs and another
+    domain that reads them, the layer is scheduled twice - with every option, and with the
+    CPU and GPU-miss options withdrawn from the experts a DIMM can run - and the schedule
+    whose makespan *with* the contention it causes is lower is kept."""
+    lay = state.layout
+    names = {d.name for d in devices}
+    prev = state.contention[layer]
     # capacity of the DIMMs for gathered experts: what the layout books leave free
     devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
             for d in devices]
-    sched = schedule(tasks, devs)
-    tally.iterations.append(sched.iterations)
-    tally.sched_seconds.append(sched.seconds)
+    candidates = []
+    for avoid in ((False, True) if "ndp0" in names else (False,)):
+        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid)
+        sched = schedule(tasks, devs)
+        dev_loads, rates = _contended(costs, state, layer, tasks, sched, prev)
+        candidates.append((max(dev_loads.values()), avoid, tasks, sched, dev_loads, rates))
+    makespan, avoid, tasks, sched, dev_loads, rates = min(candidates, key=lambda c: (c[0], c[1]))
+    tally.counts["reads_withdrawn"] += avoid
+    tally.iterations.append(sum(c[3].iterations for c in candidates))
+    tally.sched_seconds.append(sum(c[3].seconds for c in candidates))
     tally.initial_makespan.append(sched.initial_makespan)
-    # contention: striped bytes the CPU and GPU misses read, spread over the DIMMs
-    loads_dev = dict(sched.loads)
-    striped_bytes = pcie = 0.0
+    pcie = 0.0
     codes = np.zeros(len(loads), np.int8)
     for task in tasks:
-        if task.expert < 0:
-            continue
-        dev = sched.assignment[task.expert]
         e = task.expert
+        if e < 0:
+            continue
+        dev = sched.assignment[e]
+        kind = _kind(state, layer, e, dev)
         is_striped = lay.home[layer, e] == STRIPED
-        if dev == "gpu":
-            kind = "gpu_hit" if res.is_resident(layer, e) else "gpu_miss"
-            if kind == "gpu_miss":
-                pcie += costs.pcie_transfer()
-                striped_bytes += costs.expert_bytes * is_striped
-        elif dev == "cpu":
-            kind = "cpu"
-            striped_bytes += costs.expert_bytes * is_striped
-        else:
-            kind = "ndp"
+        if kind == "gpu_miss":
+            pcie += costs.pcie_transfer()
+        if kind == "ndp":
+            j = int(dev[3:])
+            tally.contention.append(costs.contention(task.tokens, rates[j]))
         tally.executions[kind] += 1
         codes[e] = _CODE[kind]
         # layout changes caused by this schedule (trimoe only)
@@ -337,20 +440,10 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
             elif kind == "ndp":
                 state.loss[layer, e] = 0.0
     tally._last_codes = codes
-    # the NDP tasks again at the host-read rate this schedule makes each DIMM serve
-    makespan0 = max(loads_dev.values())
-    gbs = striped_bytes / len(lay.used) / makespan0 / 1e9 if makespan0 > 0 else 0.0
-    for task in tasks:
-        dev = sched.assignment[task.expert]
-        if dev.startswith("ndp"):
-            before, after = costs.ndp(task.tokens, host_gbs), costs.ndp(task.tokens, gbs)
-            loads_dev[dev] += after - before
-            tally.contention.append(costs.contention(task.tokens, gbs))
-    state.contention[layer] = gbs
-    makespan = max(loads_dev.values())
+    state.contention[layer] = rates
     tally.latency.append(makespan)
     for d in devices:
-        tally.busy[d.domain] += loads_dev[d.name]
+        tally.busy[d.domain] += dev_loads[d.name]
         tally.capacity_time[d.domain] += makespan
     return makespan, pcie
 

@@ -19,10 +19,9 @@
   (which are the host's memory): ``STRIPED`` over all DIMMs (the host address
   map's interleave: fastest for the CPU and for GPU misses) or localized on
   one DIMM (the only layout its NDP core can compute). Capacity is tracked
-  per DIMM. :meth:`ExpertLayout.initial` localizes the cold experts (the
-  ``cold_fraction`` lowest-EMA of each layer) balancing their predicted NDP
-  load over the DIMMs (longest first onto the least loaded), the others
-  striped. :meth:`ExpertLayout.rebalance` moves localized experts from the
+  per DIMM. :meth:`ExpertLayout.localize` localizes a set of experts
+  balancing their predicted NDP load over the DIMMs (longest first onto the
+  least loaded DIMM with room). :meth:`ExpertLayout.rebalance` moves localized experts from the
   DIMM with the largest predicted load to the one with the smallest while
   that lowers the larger of the two by more than the move costs per step over
   the rebalancing window (at most ``max_moves``), and returns the moves
@@ -195,20 +194,19 @@ class ExpertLayout:
         np.add.at(out, h[h != STRIPED], np.asarray(weights, float)[h != STRIPED])
         return out
 
-    def initial(self, layer: int, ema, cold_fraction: float, cost) -> None:
-        """Localize the ``cold_fraction`` lowest-EMA experts of ``layer``, longest predicted NDP
-        time (``cost(ema)``) first onto the least loaded DIMM with room."""
-        ema = np.asarray(ema, float)
-        n_cold = int(round(_fraction("cold_fraction", cold_fraction, open_lo=False) * len(ema)))
-        cold = np.argsort(ema, kind="stable")[:n_cold]
-        load = self.dimm_loads(layer, [cost(x) for x in ema])
-        for e in sorted(cold, key=lambda e: (-cost(ema[e]), e)):
-            room = [d for d in range(self.dimms) if self.free(d) >= self.expert_bytes * (1 - 1 / self.dimms)]
+    def localize(self, layer: int, experts, predicted) -> None:
+        """Localize ``experts`` of ``layer``, the longest ``predicted`` NDP time (per expert of the
+        layer) first, each onto the DIMM with room whose predicted load is the smallest."""
+        predicted = np.asarray(predicted, float)
+        load = self.dimm_loads(layer, predicted)
+        for e in sorted(experts, key=lambda e: (-predicted[e], e)):
+            room = [d for d in range(self.dimms)
+                    if self.free(d) >= self.expert_bytes * (1 - 1 / self.dimms)]
             if not room:
                 break
             d = min(room, key=lambda d: (load[d], d))
             self.set_home(layer, int(e), d)
-            load[d] += cost(ema[e])
+            load[d] += predicted[e]
 
     def rebalance(self, layer: int, predicted, max_moves: int, move_cost=None, horizon: int = 1) -> list:
         """Move localized experts from the most to the least loaded DIMM (by ``predicted`` time

@@ -90,13 +90,13 @@ def test_layout_capacity_books_balance():
         lay.set_home(0, 1, 1)                      # 275 - 25 + 100 = 350 > 300
 
 
-def test_initial_layout_localizes_the_coldest_and_balances():
+def test_localize_balances_the_predicted_load():
     lay = ExpertLayout(layers=1, experts=16, dimms=4, expert_bytes=10, dimm_capacity=1e9)
-    ema = np.arange(16, dtype=float)               # 0 coldest
-    lay.initial(0, ema, cold_fraction=0.5, cost=lambda x: 1.0 + x)
+    predicted = 1.0 + np.arange(16, dtype=float)
+    lay.localize(0, range(8), predicted)
     home = lay.home[0]
     assert (home[:8] != STRIPED).all() and (home[8:] == STRIPED).all()
-    loads = lay.dimm_loads(0, 1.0 + ema)
+    loads = lay.dimm_loads(0, predicted)
     assert loads.max() - loads.min() <= 8          # LPT: within the largest item
 
 
