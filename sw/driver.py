@@ -1210,15 +1210,30 @@ class NdpSystem:
     With ``CoreConfig(link=True)`` the DIMMs form a DIMM-Link chain (ids 0..n-1, ``LINK_ID``
     set): on the model backend their LINK_SEND / ATOMIC_ADD descriptors reach each other
     (``cosim/link_model.py``); between RTL DIMMs this is refused (separate harnesses).
+
+    ``link_ber``, ``link_seed``: bit errors on that chain's links (model backend; a number in
+    [0, 1e-2), drawn from a numpy Generator seeded with ``link_seed``): frames are NAKed and
+    replayed as the RTL link layer does, which costs time, never data. :meth:`link_counters`
+    reads the per-link error counters (``docs/dimm_link.md``, "Bit errors and error counters
+    on the model backend").
     """
 
-    def __init__(self, n_dimms: int, backend="model", config: CoreConfig | None = None, **kwargs):
+    def __init__(self, n_dimms: int, backend="model", config: CoreConfig | None = None,
+                 link_ber: float = 0.0, link_seed: int = 0, **kwargs):
         if not isinstance(n_dimms, int) or isinstance(n_dimms, bool) or n_dimms < 1:
             raise ValueError(f"n_dimms must be a positive integer, got {n_dimms!r}")
         if isinstance(backend, Backend):
             raise ValueError("every DIMM needs its own backend: pass a name or a list of "
                              f"{n_dimms} Backend instances")
         link = config is not None and config.link
+        from ndpdimm.cosim.link_model import check_ber, check_seed
+        link_ber = check_ber(link_ber, "link_ber")
+        link_seed = check_seed(link_seed, "link_seed")
+        if link_ber and not link:
+            raise ValueError(f"link_ber={link_ber!r} needs a DIMM-Link system "
+                             "(CoreConfig(link=True)), got config "
+                             f"{'None' if config is None else 'with link=False'}")
+        self.fabric = None
         if isinstance(backend, (list, tuple)):
             if len(backend) != n_dimms or len({id(b) for b in backend}) != n_dimms:
                 raise ValueError(f"expected {n_dimms} distinct Backend instances, got {len(backend)}")
@@ -1235,7 +1250,7 @@ class NdpSystem:
                                  f"joined by links run in the cocotb bench "
                                  f"cosim/benches/link_system.py), got {backend!r}")
             from ndpdimm.cosim.link_model import LinkFabric
-            self.fabric = LinkFabric(n_dimms)
+            self.fabric = LinkFabric(n_dimms, ber=link_ber, seed=link_seed)
             self.dimms = [Dimm(backend, config, fabric=self.fabric, dimm_id=i, **kwargs)
                           for i in range(n_dimms)]
         else:
@@ -1243,7 +1258,19 @@ class NdpSystem:
         if link:
             for i, d in enumerate(self.dimms):
                 d.set_link_id(i, n_dimms)
+        self.link = link
         self.last_run: SystemRun | None = None
+
+    def link_counters(self) -> dict:
+        """Per DIMM-Link direction (``"0->1"``, ``"1->0"``, ...) the model fabric's counters since
+        it was built or last reset (``self.fabric.reset_counters()``): ``frames_sent``,
+        ``bytes``, ``wire_cycles``, ``crc_errors``, ``naks_sent``, ``replays``, ``timeouts``,
+        ``replay_cycles`` (``cosim/link_model.py``, ``LINK_COUNTERS``). Empty for one DIMM (no
+        link between DIMMs). ``ValueError`` without DIMM-Link."""
+        if not self.link:
+            raise ValueError("link_counters: this system has no DIMM-Link (build it with "
+                             "CoreConfig(link=True))")
+        return {} if self.fabric is None else self.fabric.counters()
 
     def __len__(self):
         return len(self.dimms)
