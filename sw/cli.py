@@ -170,6 +170,8 @@ def _parser():
     t.add_argument("--alpha", type=float, default=0.3, help="EMA coefficient (default 0.3)")
     t.add_argument("--theta-hot", type=float, default=0.7,
                    help="prefetch when EMA > theta x max EMA (default 0.7)")
+    t.add_argument("--link-ber", type=float, default=0.0,
+                   help="DIMM-Link bit-error rate for relayouts and moves (model; default 0)")
     t.add_argument("--systems", default=None,
                    help="comma-separated subset of gpu_only,gpu_cpu,gpu_ndp,trimoe (default all)")
     t.add_argument("--seed", type=int, default=0)
@@ -279,7 +281,8 @@ def main(argv=None):
                                units=args.units, act_lanes=args.act_lanes, trace=args.trace,
                                skew=args.skew, hot_mass=args.hot_mass,
                                temporal_correlation=args.temporal_correlation, alpha=args.alpha,
-                               theta_hot=args.theta_hot, systems=systems, seed=args.seed)
+                               theta_hot=args.theta_hot, systems=systems, seed=args.seed,
+                               link_ber=args.link_ber)
             trimoe_command(cfg, out_dir=args.out_dir)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog

@@ -114,6 +114,7 @@ class TriMoeConfig:
     rebalance_every: int = 4
     rebalance_moves: int = 4
     gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
+    link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
     seed: int = 0
     systems: tuple = SYSTEMS
 
@@ -130,6 +131,9 @@ class TriMoeConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        if isinstance(self.link_ber, bool) or not isinstance(self.link_ber, (int, float)) \
+                or not 0 <= self.link_ber < 1e-2:
+            raise ValueError(f"link_ber must be in [0, 1e-2), got {self.link_ber!r}")
         if self.backend not in ("model", "rtl"):
             raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
         bad = [s for s in self.systems if s not in SYSTEMS]
@@ -508,7 +512,7 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
         if costs is None:
             kwargs = {"functional": False} if cfg.backend == "model" else {}
             with Dimm(cfg.backend, core, **kwargs) as dimm:
-                costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed)
+                costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
     results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress) for s in cfg.systems}
     base = results.get("gpu_only")
@@ -525,7 +529,8 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
         "provenance": {
             "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
                           f"{core.act_lanes} activation lanes (driver API, sw/trimoe_expert.py)",
-            "dimm_link": None if costs.link is None else costs.link.backend,
+            "dimm_link": None if costs.link is None else
+            f"{costs.link.backend}, bit-error rate {costs.link.ber:g}",
             "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "
                        "(sw/trimoe_costs.py)",
             "warnings": sorted({str(w.message) for w in caught})},

@@ -35,6 +35,11 @@ its ``3 H F x 2`` bytes of BF16/FP16 weights once.
   (fitted per block and scaled to the expert's blocks), and a DIMM-to-DIMM
   move of a localized expert as blocks of DMA in + LINK_SEND on the source
   and DMA out on the receiver (per-block time the slower of the two queues).
+  With a bit-error rate (``link_ber``) the fabric NAKs and replays corrupted
+  frames as the RTL link layer does: the relayouts and moves take longer, and
+  the links' error counters (CRC errors, NAKs, replays, replay cycles) are
+  kept with the costs, so a report can tell a bad link (errors, replay time)
+  from a slow one (no errors).
 
 Everything NDP-side records its backend, so each scenario figure traces to
 RTL cycles or the calibrated model.
@@ -77,6 +82,14 @@ class LinkCosts:
     block_bytes: int
     samples: dict
     backend: str = "model (cosim/link_model.py)"
+    ber: float = 0.0
+    counters: dict = dataclasses.field(default_factory=dict)   # summed over the chain's links
+
+    @property
+    def replay_share(self) -> float:
+        """Share of the links' busy time lost to replays in the measurements."""
+        wire = self.counters.get("wire_cycles", 0.0) + self.counters.get("replay_cycles", 0.0)
+        return self.counters.get("replay_cycles", 0.0) / wire if wire else 0.0
 
     def move(self, hops: int) -> float:
         if isinstance(hops, bool) or not isinstance(hops, (int, np.integer)) or not 1 <= hops < self.dimms:
@@ -190,13 +203,14 @@ def _fit_per_block(points) -> tuple:
 
 
 def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
-                       block_counts=(2, 4)) -> LinkCosts:
+                       block_counts=(2, 4), ber: float = 0.0, seed: int = 0) -> LinkCosts:
     """RELAYOUT and move costs of one expert of ``expert_bytes`` over ``dimms`` DIMMs (model
-    backend, DIMM-Link fabric), fitted to a line per block from ``block_counts`` x ``dimms``
-    blocks and scaled to the expert's blocks."""
+    backend, DIMM-Link fabric with bit errors at ``ber``), fitted to a line per block from
+    ``block_counts`` x ``dimms`` blocks and scaled to the expert's blocks; the links' error
+    counters of the measurements come along."""
     config = dataclasses.replace(config, link=True)
     blocks = -(-expert_bytes // BLOCK_BYTES)
-    system = NdpSystem(dimms, "model", config, functional=False)
+    system = NdpSystem(dimms, "model", config, functional=False, link_ber=ber, link_seed=seed)
     try:
         there, back = [], []
         move = {h: [] for h in sorted({1, dimms - 1})}
@@ -207,6 +221,10 @@ def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
             back.append((n, b))
             for h in move:
                 move[h].append((k, _move_blocks(system, k, h)))
+        counters = {}
+        for link in system.link_counters().values():
+            for name, v in link.items():
+                counters[name] = counters.get(name, 0) + v
     finally:
         system.close()
     fits = {"to_localized": _fit_per_block(there), "to_striped": _fit_per_block(back),
@@ -223,7 +241,7 @@ def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
                      seconds(f"move_{near}_hops") - per_hop * near, per_hop, dimms, BLOCK_BYTES,
                      {"to_localized": there, "to_striped": back,
                       **{f"move_{h}_hops": p for h, p in move.items()},
-                      "fits_cycles_per_block_fixed": fits})
+                      "fits_cycles_per_block_fixed": fits}, ber=ber, counters=counters)
 
 
 def _relayout_round_trip(system: NdpSystem, n_blocks: int) -> tuple:
@@ -274,9 +292,10 @@ def _move_blocks(system: NdpSystem, n_blocks: int, hops: int) -> int:
 
 
 def measure_domain_costs(model: MoeShape, hw: TriMoeHardware, dimm: Dimm, seed: int = 0,
-                         spacings=HOST_SPACINGS, link: bool = True) -> DomainCosts:
+                         spacings=HOST_SPACINGS, link: bool = True, link_ber: float = 0.0) -> DomainCosts:
     """Measure the NDP expert (with and without host reads at ``spacings``) on ``dimm`` and the
-    DIMM-Link costs for ``hw.ndp.dimms`` DIMMs (``link``), and build the cost model."""
+    DIMM-Link costs for ``hw.ndp.dimms`` DIMMs (``link``; bit errors at ``link_ber``), and
+    build the cost model."""
     mb = dimm.config.max_batch
     batches = tuple(sorted({1, max(1, mb // 4), mb}))
     base = ndp_expert_cost(model.hidden, model.expert_ffn, dimm, batches, seed=seed)
@@ -287,5 +306,6 @@ def measure_domain_costs(model: MoeShape, hw: TriMoeHardware, dimm: Dimm, seed: 
                                                                      batches, seed=seed)
     contended = [ndp_expert_cost(model.hidden, ffn, dimm, batches, seed=seed, host_spacing=s)
                  for s in spacings]
-    links = measure_link_costs(model.expert_bytes(ELEM), hw.ndp.dimms, dimm.config) if link else None
+    links = measure_link_costs(model.expert_bytes(ELEM), hw.ndp.dimms, dimm.config, ber=link_ber,
+                               seed=seed) if link else None
     return DomainCosts(model, hw, base, contended, links, reference)

@@ -68,6 +68,16 @@ def format_report(r: dict) -> str:
                      f"rebalancing moves ({1e3 * ms['rebalance']:.2f} ms), {mc['prefetches']} "
                      f"prefetches (stall {1e3 * ms['prefetch_stall']:.2f} ms); NDP contention "
                      f"slowdown {t['ndp_contention_slowdown_mean']:.3f}x")
+    link = r["costs"]["link"]
+    if link:
+        c = link["counters"]
+        wire = c.get("wire_cycles", 0) + c.get("replay_cycles", 0)
+        lines.append(f"DIMM-Link counters (relayout / move measurements, BER {link['ber']:g}): "
+                     f"{c.get('frames_sent', 0)} frames, {c.get('crc_errors', 0)} CRC errors, "
+                     f"{c.get('replays', 0)} replays, {c.get('timeouts', 0)} timeouts, "
+                     f"{100 * c.get('replay_cycles', 0) / wire if wire else 0:.1f} % of link time "
+                     f"replaying -> " + ("a bad link (errors cost time)" if c.get("crc_errors")
+                                          else "no errors: link time is the wire's"))
     lines.append(f"wall time: costs {r['wall_seconds']['costs']:.1f} s, total "
                  f"{r['wall_seconds']['total']:.1f} s")
     return "\n".join(lines)

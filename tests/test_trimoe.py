@@ -209,3 +209,21 @@ def test_domain_costs_shape(small_costs):
     with pytest.raises(ValueError, match="hops"):
         c.link.move(0)
     assert dataclasses.asdict(c.link)["dimms"] == 16
+
+
+def test_link_errors_cost_time_and_show_in_the_counters(small_costs):
+    from ndpdimm.sw.trimoe_costs import measure_link_costs
+    clean = small_costs.link
+    assert clean.ber == 0 and clean.counters["frames_sent"] > 0 and clean.counters["crc_errors"] == 0
+    assert clean.replay_share == 0
+    bad = measure_link_costs(small_costs.expert_bytes, 16, CoreConfig(), ber=1e-4)
+    assert bad.counters["crc_errors"] > 0 and bad.counters["replays"] > 0
+    assert bad.replay_share > 0.1
+    assert bad.move(15) > clean.move(15) and bad.to_striped > clean.to_striped
+
+
+def test_bad_link_ber(tmp_path):
+    for v in (-1e-6, 0.5, True):
+        with pytest.raises(ValueError, match="link_ber"):
+            TriMoeConfig(link_ber=v)
+    assert main(["trimoe", "--link-ber", "2", "--out-dir", str(tmp_path)]) == 2
