@@ -16,14 +16,13 @@ The figures are model outputs (see ``sw/hermes.py`` for where each number
 comes from); the wall times are this machine's.
 """
 
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 from .catalog import list_models
 from .hermes import ABLATIONS, SYSTEMS, HermesConfig, run_hermes
+from .result_files import write_json
 
 __all__ = ["run_hermes_bench"]
 
@@ -74,8 +73,6 @@ def run_hermes_bench(out="bench/results/hermes.json", models=None, batches=(1, 1
         "total_wall_seconds": time.perf_counter() - t0,
         "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
+    path = write_json(result, out)
     log(f"[bench hermes] wrote {path} ({result['total_wall_seconds']:.0f} s)")
     return result

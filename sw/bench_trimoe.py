@@ -18,15 +18,14 @@ each model of the catalogue at 64, 256 and 768 tokens per step, and writes
 The figures are model outputs (``sw/trimoe.py`` says where each comes from).
 """
 
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 from ndpdimm.cosim.backend import CoreConfig
 
 from .driver import Dimm
+from .result_files import write_json
 from .trimoe import SYSTEMS, TriMoeConfig, run_trimoe
 from .trimoe_catalog import list_moe_models, load_moe_model, load_trimoe_hardware
 from .trimoe_costs import measure_domain_costs
@@ -90,8 +89,6 @@ def run_trimoe_bench(out="bench/results/trimoe.json", models=None, batches=BATCH
         "total_wall_seconds": time.perf_counter() - t0,
         "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, default=float))
+    path = write_json(result, out)
     log(f"[bench trimoe] wrote {path} ({result['total_wall_seconds']:.0f} s)")
     return result

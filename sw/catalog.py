@@ -212,11 +212,17 @@ def load_model(name_or_path) -> ModelShape:
     if m.hidden % m.heads or m.heads % m.kv_heads:
         raise CatalogError(f"{path}: hidden ({m.hidden}) must be a multiple of heads ({m.heads}) "
                            f"and heads of kv_heads ({m.kv_heads})")
-    implied = m.params / 1e9
-    if abs(implied - m.nominal_params_b) > PARAM_TOLERANCE * m.nominal_params_b:
-        raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
-                           f"{m.nominal_params_b} B: a width or count is wrong")
+    check_params(path, m.params, m.nominal_params_b)
     return m
+
+
+def check_params(path, params: int, nominal_b: float) -> None:
+    """:class:`CatalogError` unless the ``params`` a model file's shapes imply are within
+    ``PARAM_TOLERANCE`` of its nominal count (billions): a typo in a width is caught."""
+    implied = params / 1e9
+    if abs(implied - nominal_b) > PARAM_TOLERANCE * nominal_b:
+        raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
+                           f"{nominal_b} B: a width or count is wrong")
 
 
 def load_hardware(name_or_path="hermes") -> Hardware:

@@ -32,6 +32,15 @@ __all__ = ["main"]
 _positive = positive_int
 
 
+def _core_arguments(p):
+    """The NDP core a scenario measures its kernels on, and on which backend."""
+    p.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
+    p.add_argument("--act-lanes", type=_positive, default=256, help="activation unit lanes")
+    p.add_argument("--backend", choices=("model", "rtl"), default="model",
+                   help="where NDP kernel cycles come from (rtl: the Verilated core; needs a "
+                        "small --units, e.g. 16, and --act-lanes 16)")
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
     sub = p.add_subparsers(dest="command", required=True)
@@ -118,11 +127,7 @@ def _parser():
     h.add_argument("--hardware", default="hermes", help="hardware name or TOML file (default hermes)")
     h.add_argument("--batch", type=_positive, default=1, help="sequences per decode step, 1..16")
     h.add_argument("--dimms", type=_positive, default=None, help="NDP-DIMMs (default: the hardware file's)")
-    h.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
-    h.add_argument("--act-lanes", type=_positive, default=256, help="activation unit lanes")
-    h.add_argument("--backend", choices=("model", "rtl"), default="model",
-                   help="where NDP kernel cycles come from (rtl: the Verilated core; needs a "
-                        "small --units, e.g. 16, and --act-lanes 16)")
+    _core_arguments(h)
     h.add_argument("--prompt", type=_positive, default=512, help="prompt tokens (default 512)")
     h.add_argument("--tokens", type=_positive, default=64, help="decode steps simulated (default 64)")
     h.add_argument("--sample-layers", type=_positive, default=4,
@@ -158,11 +163,7 @@ def _parser():
     t.add_argument("--profile-steps", type=_positive, default=8,
                    help="steps of the profiling trace that warm the EMA and GPU residency (default 8)")
     t.add_argument("--sample-layers", type=_positive, default=4, help="MoE layers simulated (default 4)")
-    t.add_argument("--backend", choices=("model", "rtl"), default="model",
-                   help="where NDP expert cycles come from (rtl: the Verilated core; needs small "
-                        "--units and --act-lanes, e.g. 16)")
-    t.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
-    t.add_argument("--act-lanes", type=_positive, default=256, help="activation unit lanes")
+    _core_arguments(t)
     t.add_argument("--trace", default=None, help="replay a recorded routing trace (.npz)")
     t.add_argument("--skew", type=float, default=1.0, help="Zipf exponent within each expert class")
     t.add_argument("--hot-mass", type=float, default=0.45, help="share of routed tokens to hot experts")

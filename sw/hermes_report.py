@@ -17,12 +17,12 @@ reuses both where it can.
 """
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 
 from .hermes import ABLATIONS, SYSTEMS, HermesConfig, make_workload, measure_costs, run_hermes
 from .catalog import load_hardware, load_model
+from .result_files import save_figure, write_json
 
 __all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
 
@@ -98,10 +98,7 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_ylabel("tokens/s")
     ax.set_yscale("log")
     ax.set_title(f"{r['model']['name']}, batch {r['config']['batch']}: decode throughput")
-    fig.tight_layout()
-    files.append(out / "hermes_tokens_per_s.png")
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
+    files.append(save_figure(fig, out / "hermes_tokens_per_s.png"))
 
     comps = sorted({k for n in names for k in runs[n]["breakdown_ms_per_step"]})
     fig, ax = plt.subplots(figsize=(10, 4))
@@ -115,10 +112,7 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_ylabel("share of decode step time")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("time breakdown (critical path)")
-    fig.tight_layout()
-    files.append(out / "hermes_breakdown.png")
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
+    files.append(save_figure(fig, out / "hermes_breakdown.png"))
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for name, label in (("random", "random placement"), ("online", "ILP, without remapping"),
@@ -128,20 +122,14 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_ylabel("max / mean DIMM load")
     ax.legend()
     ax.set_title("activated cold neurons per DIMM")
-    fig.tight_layout()
-    files.append(out / "hermes_imbalance.png")
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
+    files.append(save_figure(fig, out / "hermes_imbalance.png"))
     return files
 
 
 def write_report(r: dict, out_dir, name="hermes") -> list:
     """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(r, indent=1, default=float))
-    return [path] + (_plots(r, out) if "systems" in r else [])
+    return [write_json(r, out / f"{name}.json")] + (_plots(r, out) if "systems" in r else [])
 
 
 def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
@@ -197,11 +185,7 @@ def _sweep_plot(sw: dict, out: Path) -> Path:
         ax.set_xscale("log", base=2)
     ax.legend(fontsize=7)
     ax.set_title(f"{sw['config']['model']}: tokens/s vs {axis}")
-    fig.tight_layout()
-    path = out / f"hermes_sweep_{axis}.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / f"hermes_sweep_{axis}.png")
 
 
 def format_sweep(sw: dict) -> str:

@@ -20,7 +20,7 @@ raises :class:`~ndpdimm.sw.catalog.CatalogError` naming the file and the key.
 
 import dataclasses
 
-from .catalog import PARAM_TOLERANCE, CatalogError, Gpu, Pcie, _available, _fields, _read, _tables
+from .catalog import CatalogError, Gpu, Pcie, _available, _fields, _read, _tables, check_params
 
 __all__ = ["MoeShape", "TriMoeGpu", "AmxCpu", "TriMoeNdp", "TriMoeHardware", "load_moe_model",
            "list_moe_models", "load_trimoe_hardware", "list_trimoe_hardware", "CatalogError"]
@@ -170,10 +170,7 @@ def load_moe_model(name_or_path) -> MoeShape:
     if m.heads % m.kv_heads:
         raise CatalogError(f"{path}: heads ({m.heads}) must be a multiple of kv_heads "
                            f"({m.kv_heads})")
-    implied = m.params / 1e9
-    if abs(implied - m.nominal_params_b) > PARAM_TOLERANCE * m.nominal_params_b:
-        raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
-                           f"{m.nominal_params_b} B: a width or count is wrong")
+    check_params(path, m.params, m.nominal_params_b)
     return m
 
 

@@ -12,10 +12,10 @@ latency per system, utilisation per domain and system, and the expert
 placement over the steps of the first sampled layer (TriMoE).
 """
 
-import json
 from pathlib import Path
 
 from .trimoe import TriMoeConfig, run_trimoe
+from .result_files import save_figure, write_json
 
 __all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
 
@@ -99,10 +99,7 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_ylabel("MoE layer latency (ms)")
     ax.set_title(f"TriMoE: {r['model']['name']}, {r['config']['batch']} tokens/step")
     ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    files.append(out / "trimoe_latency.png")
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
+    files.append(save_figure(fig, out / "trimoe_latency.png"))
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     width = 0.25
@@ -113,10 +110,7 @@ def _plots(r: dict, out: Path) -> list:
     ax.set_ylabel("utilisation (%)")
     ax.set_ylim(0, 118)
     ax.legend(ncol=3, loc="upper center")
-    fig.tight_layout()
-    files.append(out / "trimoe_utilisation.png")
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
+    files.append(save_figure(fig, out / "trimoe_utilisation.png"))
 
     system = "trimoe" if "trimoe" in r["systems"] else names[-1]
     place = np.array(r["systems"][system]["placement"])
@@ -131,20 +125,14 @@ def _plots(r: dict, out: Path) -> list:
         ax.set_xlabel("step")
         ax.set_ylabel("expert")
         ax.set_title(f"{LABELS.get(system, system)}: where each expert ran (first sampled layer)")
-        fig.tight_layout()
-        files.append(out / "trimoe_placement.png")
-        fig.savefig(files[-1], dpi=120)
-        plt.close(fig)
+        files.append(save_figure(fig, out / "trimoe_placement.png"))
     return files
 
 
 def write_report(r: dict, out_dir, name="trimoe") -> list:
     """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(r, indent=1, default=float))
-    return [path] + _plots(r, out)
+    return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
 def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict:

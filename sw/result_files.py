@@ -1,0 +1,26 @@
+"""Writing a run's results: a JSON file (numpy scalars as floats) and PNG figures, folders made."""
+
+import json
+from pathlib import Path
+
+__all__ = ["write_json", "save_figure"]
+
+
+def write_json(data, path) -> Path:
+    """``data`` as indented JSON at ``path`` (parent folders created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=float))
+    return path
+
+
+def save_figure(fig, path) -> Path:
+    """A matplotlib figure laid out tightly and saved as ``path`` (120 dpi), then closed."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
