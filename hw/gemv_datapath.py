@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .gemv_engine import GemvEngine
-from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
+from .hierarchy import replicated_verilog
 from .memory_port import connect_memory_client, forward_stream, memory_server_signature
 from .dram_controller import RANK_QUEUE_DEPTH, forward_phy, phy_members
 from .memory_system import MemorySystem
@@ -67,7 +67,7 @@ class GemvDatapath(wiring.Component):
                                  hierarchical=hierarchical)
         self.streamer = WeightStreamer(n_units=n_units, ring_beats=ring_beats, org=org,
                                        sram=self.sram_geometry, index_bits=self.engine.index_bits,
-                                       step_bits=self.engine.step_bits)
+                                       step_bits=self.engine.step_bits, hierarchical=hierarchical)
         self.dma = DmaEngine(capacity_bytes=org.capacity_bytes, ranks=org.ranks,
                              sram_size_bytes=sram_size, max_outstanding=dma_outstanding)
         ms, e = self.memory, self.engine
@@ -137,11 +137,9 @@ def gemv_datapath_from_config(config_path: str | None = None, **params) -> GemvD
 
 def gemv_datapath_verilog(config_path: str | None = None, name: str = "gemv_datapath",
                           **params) -> str:
-    """Verilog of the datapath with the engine's units as instances of one ``gemv_unit`` module
-    (emitted once): at 256 units the flat netlist is ~1.1 M lines that Verilator cannot build in
+    """Verilog of the datapath with the engine's units and the streamer's ring columns as
+    instances of one ``gemv_unit`` and one ``ring_column`` module (each emitted once): at 256 units the flat netlist is ~1.1 M lines that Verilator cannot build in
     useful time; this is a few hundred thousand. Same behaviour, same ports."""
     from amaranth.back import verilog
     dp = gemv_datapath_from_config(config_path, hierarchical=True, **params)
-    unit = GemvUnit(dp.engine.radix_bits, dp.engine.max_batch)
-    return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +
-            verilog.convert(dp, name=name))
+    return replicated_verilog(dp.engine, dp.streamer) + verilog.convert(dp, name=name)

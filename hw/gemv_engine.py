@@ -52,13 +52,14 @@ Latency of a command: about ``D + L + 2`` cycles of pipeline fill, plus
 ``groups * (steps * batch * P + drain)``.
 """
 
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .formats import (ACC_BITS, RESULT_LANES, WORD_BITS, Dtype, GemvMode, check_int, gemv_command_layout,
                       result_beat_layout, serial_digits, weights_beat_layout)
 from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
+from .hierarchy import shared_instance
 from .lane_reducer import check_max_batch
 from .multiplier_unit import check_radix_bits, max_serial_digits
 
@@ -330,16 +331,7 @@ class GemvEngine(wiring.Component):
         if not self.hierarchical:
             m.submodules[f"unit{u}"] = unit = GemvUnit(self.radix_bits, self.max_batch)
             return unit
-        signature = gemv_unit_signature(self.max_batch)
-        iface = signature.create(path=(f"unit{u}",))
-        ports = {}
-        for path, member, value in signature.flatten(iface):
-            name = "__".join(str(p) for p in path)
-            ports[("i_" if member.flow == In else "o_") + name] = value.as_value() \
-                if hasattr(value, "as_value") else value
-        m.submodules[f"unit{u}"] = Instance(GEMV_UNIT_MODULE, i_clk=ClockSignal(),
-                                            i_rst=ResetSignal(), **ports)
-        return iface
+        return shared_instance(m, f"unit{u}", GEMV_UNIT_MODULE, gemv_unit_signature(self.max_batch))
 
 
 def engine_verilog(name="gemv_engine", **params) -> str:

@@ -67,7 +67,7 @@ from .dma_engine import DmaEngine
 from .dram_config import load_dram_config
 from .dram_controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
 from .gemv_engine import GemvEngine
-from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
+from .hierarchy import replicated_verilog
 from .link_formats import LinkConfig
 from .link_router import LEFT, LOCAL, RIGHT, LinkRouter, packet_signature
 from .link_transaction import LinkTransaction
@@ -117,7 +117,7 @@ class NdpCore(wiring.Component):
         e = self.engine
         self.streamer = WeightStreamer(n_units=n_units, ring_beats=ring_beats, org=org,
                                        sram=self.sram_geometry, index_bits=e.index_bits,
-                                       step_bits=e.step_bits)
+                                       step_bits=e.step_bits, hierarchical=hierarchical)
         self.dma = DmaEngine(capacity_bytes=org.capacity_bytes, ranks=org.ranks,
                              sram_size_bytes=sram_size, max_outstanding=dma_outstanding)
         self.feeder = ActivationFeeder(sram=self.sram_geometry, max_batch=max_batch,
@@ -254,10 +254,8 @@ def ndp_core_from_config(config_path: str | None = None, **params) -> NdpCore:
 
 
 def ndp_core_verilog(config_path: str | None = None, name: str = "ndp_core", **params) -> str:
-    """Verilog of the core with the GEMV units as instances of one ``gemv_unit`` module (see
-    ``gemv_datapath.gemv_datapath_verilog``)."""
+    """Verilog of the core with the GEMV units and the streamer's ring columns as instances of
+    one ``gemv_unit`` and one ``ring_column`` module (see ``gemv_datapath.gemv_datapath_verilog``)."""
     from amaranth.back import verilog
     core = ndp_core_from_config(config_path, hierarchical=True, **params)
-    unit = GemvUnit(core.engine.radix_bits, core.engine.max_batch)
-    return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +
-            verilog.convert(core, name=name))
+    return replicated_verilog(core.engine, core.streamer) + verilog.convert(core, name=name)

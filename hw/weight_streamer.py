@@ -125,6 +125,8 @@ from .dram_config import DramOrganization, load_dram_config
 from .formats import Dtype, GemvMode, WORD_BITS, check_int, weights_beat_layout
 from .memory_port import (BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, Status, burst_address_bits,
                           memory_client_signature)
+from .hierarchy import shared_instance
+from .ring_column import RING_COLUMN_MODULE, RingColumn, ring_column_signature
 from .sram import SramGeometry, sram_port_signature
 
 __all__ = ["WeightStreamer", "streamer_descriptor_layout", "streamer_status_layout",
@@ -194,6 +196,9 @@ class WeightStreamer(wiring.Component):
         The SRAM holding index lists (size, word width); default ``SramGeometry()``.
     index_bits, step_bits : int
         The engine's output-index and step-count widths (20 and 16 by default).
+    hierarchical : bool
+        Instantiate the ring columns as the shared ``ring_column`` Verilog module (emit it once
+        beside the streamer, as ``ndp_core_verilog`` does) instead of as submodules.
 
     Ports: ``desc`` (In stream), ``status`` (Out stream), ``mem`` (memory client),
     ``sram`` (SRAM client port), ``beats`` (Out stream of ``weights_beat_layout``),
@@ -201,7 +206,8 @@ class WeightStreamer(wiring.Component):
     """
 
     def __init__(self, n_units: int = 256, ring_beats: int = 8, org: DramOrganization = None,
-                 sram: SramGeometry = None, index_bits: int = 20, step_bits: int = 16):
+                 sram: SramGeometry = None, index_bits: int = 20, step_bits: int = 16,
+                 hierarchical: bool = False):
         if not _is_pow2(n_units) or n_units < 4:
             raise ValueError(f"n_units must be a power of two >= 4, got {n_units!r}")
         if not _is_pow2(ring_beats) or ring_beats < 4:
@@ -224,6 +230,7 @@ class WeightStreamer(wiring.Component):
         check_int("index_bits", index_bits, 1, 31)
         check_int("step_bits", step_bits, 1, 27)
         self.n_units, self.ring_beats = n_units, ring_beats
+        self.hierarchical = bool(hierarchical)
         self.org, self.sram_geometry = org, sram
         self.index_bits, self.step_bits = index_bits, step_bits
         self.capacity_bytes = org.capacity_bytes
@@ -243,6 +250,15 @@ class WeightStreamer(wiring.Component):
             "busy_cycles": Out(32),
             "data_wait_cycles": Out(32),
         })
+
+    def _column(self, m, u):
+        """Unit ``u``'s ring column: a RingColumn submodule, or an instance of the shared
+        ``ring_column`` module (``hierarchical``)."""
+        if not self.hierarchical:
+            m.submodules[f"ring_col{u}"] = col = RingColumn(self.ring_beats, self.ranks)
+            return col
+        return shared_instance(m, f"ring_col{u}", RING_COLUMN_MODULE,
+                               ring_column_signature(self.ring_beats, self.ranks))
 
     def elaborate(self, platform):
         m = Module()
@@ -462,7 +478,6 @@ class WeightStreamer(wiring.Component):
         # Per rank r: which units its burst feeds (unit_hit, U bits), which slots (slot_hit),
         # and the burst word each slot/unit position takes (cand[r][t][u % 4]). Every ring
         # word is written by at most one response per cycle, so the rank terms are OR-ed.
-        ring = [[Signal(WORD_BITS, name=f"ring_{t}_{u}") for u in range(U)] for t in range(RB)]
         vbits = [Signal(U, name=f"ring_valid_{t}") for t in range(RB)]
         unit_hit, slot_hit, cand = [], [], []
         for r in range(R):
@@ -491,6 +506,8 @@ class WeightStreamer(wiring.Component):
                 cd.append([Mux(is_axpy, words[q], dot_word) for q in range(WORDS_PER_BURST)])
             slot_hit.append(sh)
             cand.append(cd)
+        # the ring's words live in one RingColumn per unit (hw/ring_column.py)
+        columns = [self._column(m, u) for u in range(U)]
         for t in range(RB):
             hits = [Signal(U, name=f"ring_hit_{t}_resp{r}") for r in range(R)]
             wen = Signal(U, name=f"ring_wen_{t}")
@@ -498,12 +515,10 @@ class WeightStreamer(wiring.Component):
                 m.d.comb += hits[r].eq(Mux(slot_hit[r][t], unit_hit[r], 0))
             m.d.comb += wen.eq(_or_all(hits))
             m.d.sync += vbits[t].eq(vbits[t] | wen)
-            # one conditional assignment per rank (at most one fires per word and cycle): this
-            # keeps the emitted Verilog linear in words x ranks instead of a 128-bit OR tree each
             for u in range(U):
                 for r in range(R):
-                    with m.If(hits[r][u]):
-                        m.d.sync += ring[t][u].eq(cand[r][t][u % 4])
+                    m.d.comb += [columns[u].wen[t * R + r].eq(hits[r][u]),
+                                 getattr(columns[u], f"data_{t}_{r}").eq(cand[r][t][u % 4])]
 
         # ---- ring: head beat ---------------------------------------------------------------
         out_t = out_beat[:RBb]
@@ -513,8 +528,8 @@ class WeightStreamer(wiring.Component):
         m.d.comb += head_valid.eq(Array(vbits)[out_t])
         m.d.comb += self.beats.valid.eq(running & ((head_valid | ~expected).all()))
         for u in range(U):
-            word = Array(ring[t][u] for t in range(RB))[out_t]
-            m.d.comb += self.beats.payload[u].eq(Mux(expected[u], word, 0))
+            m.d.comb += [columns[u].sel.eq(out_t),
+                         self.beats.payload[u].eq(Mux(expected[u], columns[u].word, 0))]
         beat_fire = self.beats.valid & self.beats.ready
         last_beat = Signal()
         m.d.comb += last_beat.eq((out_s_left == 1) & (out_left <= per))
