@@ -56,6 +56,9 @@ A ring of ``ring_beats`` beat slots x ``n_units`` 128-bit words with a valid
 bit per word. It is flip-flops, not a ``Memory``: every rank's response may
 write any slot/unit, up to ``ranks`` responses (4 words each) per cycle, and
 the head beat reads a word of every unit at once (256 Kbit at the defaults).
+Each unit's ``ring_beats`` words are one ``RingColumn`` (``hw/ring_column.py``),
+one small module repeated ``n_units`` times (a shared Verilog module with
+``hierarchical=True``), so synthesis maps it once; the valid bits stay here.
 Beat ``b`` (counting from 0 over the whole job) lives in slot
 ``b mod ring_beats``. Space is reserved before a burst is
 requested - a DOT chunk's bursts need its (up to) 4 beats' slots free, an
