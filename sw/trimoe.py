@@ -20,23 +20,28 @@ trimoe       all three, with the layouts managed: planned from the profile, rela
 the trace) plus its shared experts (always on the GPU, every token) become
 :class:`~ndpdimm.sw.trimoe_scheduler.ExpertTask` s with their time on every
 device the system allows (``sw/trimoe_costs.py``), and the scheduler places
-them (greedy + bottleneck-aware refinement). The NDP times then get the
-contention of the striped host reads the schedule makes each DIMM serve
-(per-DIMM GB/s over the layer's time; one fixed-point pass: the refined
-makespan is re-evaluated with the contention it implies and that is the
-layer's latency). All systems use the same GPU residency: the ``slots`` per
+them (greedy + bottleneck-aware refinement), with the NDP times at the host
+reads each DIMM served in the previous step. The schedule is then re-timed
+with the contention it causes itself (per DIMM: the bytes the CPU and GPU
+misses read from it - a striped expert spreads over all DIMMs, a localized one
+loads its home - over the layer's time); that is the layer's latency. Systems
+with DIMMs schedule each layer a second time with the CPU and GPU-miss options
+withdrawn from the experts a DIMM can run, and keep the schedule whose
+contended makespan is lower. All systems use the same GPU residency: the ``slots`` per
 layer that fit in the GPU's expert memory (``(memory - reserved) /
 expert bytes / MoE layers``, after the shared experts), filled from a
 profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stream
 through) and kept current by the EMA predictor's prefetch
 (``sw/trimoe_manager.py``): prefetch copies run over PCIe while the GPU
 computes; what does not fit into the PCIe's idle time of the step is charged
-as migration time. In ``trimoe`` the initial layout is planned from the
-profile's predicted loads (EMA): experts predicted to get a token or more
-per step are scheduled as if every layout were free and those the scheduler
-puts on a DIMM are localized there; the colder ones (cold experts: a token
-now and then) are localized, balanced over the DIMMs; the rest stay striped.
-Then a striped
+as migration time. In ``trimoe`` the initial layout is the better (by the
+time of a warm-up over the profiling steps with the management below on, not
+measured) of two plans from the profile's predicted loads (EMA): (a) experts
+predicted to get a token or more per step scheduled as if every layout were
+free, those put on a DIMM localized there, the colder ones (a token now and
+then) localized, balanced over the DIMMs, the rest striped; (b) every
+expert not resident on the GPU localized, balanced (gpu_ndp's layout). The
+run starts from the state the chosen warm-up left. Then a striped
 expert the scheduler puts on a DIMM pays its gathering relayout inside that
 task (so the scheduler takes it only where it still shortens the layer); a
 localized one given to the CPU or as a GPU miss accumulates the time it
@@ -46,9 +51,7 @@ twice the better of the two choices in hindsight; background relayout,
 charged as migration). Every ``rebalance_every`` steps the localized experts
 are rebalanced over the DIMMs by predicted load, a move only where the
 lowered peak over the window pays for it (DIMM-Link moves, charged as
-migration). Before the measured steps, ``trimoe`` runs the profiling steps
-once with this management on (a warm-up, not measured) so the layout the
-run starts from is the one the policy converges to.
+migration).
 
 **Sampling.** ``sample_layers`` MoE layers are simulated; the model's other
 MoE layers are taken to behave like them (latency per layer is the mean; a
@@ -192,6 +195,7 @@ class _Tally:
         self.initial_makespan = []
         self.contention = []        # slowdown of each NDP execution by host reads
         self.placement = []         # per step: domain code per expert of the first sampled layer
+        self.last_codes = None      # the codes of the layer scheduled last
 
 
 _CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
@@ -306,7 +310,7 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
         step_time += t
         pcie_busy += pcie
         if layer == 0:
-            tally.placement.append(tally._last_codes)
+            tally.placement.append(tally.last_codes)
     if learn:
         prefetch_bytes = 0
         for layer in range(loads.shape[0]):
@@ -443,7 +447,7 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
                     tally.counts["relayouts_back"] += 1
             elif kind == "ndp":
                 state.loss[layer, e] = 0.0
-    tally._last_codes = codes
+    tally.last_codes = codes
     state.contention[layer] = rates
     tally.latency.append(makespan)
     for d in devices:
