@@ -38,9 +38,10 @@ __all__ = ["Block", "BLOCKS", "DEFAULT_UNITS", "REDUCED_UNITS", "VALIDATION_BLOC
 DEFAULT_UNITS = 256
 #: The reduced configuration on which composition is checked against a flattened synthesis.
 REDUCED_UNITS = 16
-#: The block of that check: the GEMV engine, whose units are the only multi-instance module of
-#: the core (a flattened 16-unit core would also re-synthesize the activation unit, DRAM
-#: controller and streamer flat: several more minutes for no composition to check).
+#: The block of that check: the GEMV engine, whose units are the core's largest replicated
+#: module (the streamer's ring columns are the other: registers and a read mux); a flattened
+#: 16-unit core would also re-synthesize the activation unit, DRAM controller and streamer
+#: flat, several more minutes.
 VALIDATION_BLOCK = "gemv_engine"
 
 
