@@ -105,27 +105,28 @@ def system_figures(relayout_block=2048, relayout_blocks=16) -> dict:
                          "n_blocks": relayout_blocks, "target": rtl["dimms"] - 1, "rows": rows}}
 
 
-def model_relayout(n_dimms, block, n_blocks, config, target=None) -> list:
+def model_relayout(n_dimms, block, n_blocks, config, target=None, system=None) -> list:
     """Cycles (the slowest member) of striped -> localized and back on the model backend, the
-    tensor striped over ``n_dimms`` DIMMs, localized on member ``target`` (default the last)."""
+    tensor striped over ``n_dimms`` DIMMs, localized on member ``target`` (default the last).
+    ``system``: an existing ``NdpSystem`` of ``n_dimms`` linked DIMMs to run on (its buffers are
+    freed after), else one is built from ``config``."""
     from ndpdimm.sw.driver import NdpSystem
 
-    system = NdpSystem(n_dimms, "model", config, functional=False)
+    if system is None:
+        system = NdpSystem(n_dimms, "model", config, functional=False)
     target = n_dimms - 1 if target is None else target
     per = -(-n_blocks // n_dimms)
     striped = [d.alloc(per * block) for d in system]
     localized = [d.alloc(n_blocks * block) for d in system]
     staging = [d.alloc_sram(2 * block) for d in system]
-    common = {"group_dimms": n_dimms, "target": target, "block_bytes": block,
-              "n_blocks": n_blocks, "staging": staging[0].addr}
-    out = []
-    for to_localized, src, dst in ((True, striped, localized), (False, localized, striped)):
-        descs = [d.relayout_descriptor(to_localized, src=src[0].addr, dst=dst[0].addr, **common)
-                 for d in system]
-        for d, desc in zip(system, descs):
-            d.submit([desc])
-        out.append(max(d.wait([desc.id])[0].cycles for d, desc in zip(system, descs)))
-    return out
+    try:
+        return [system.relayout(to_localized, target, block, n_blocks, src, dst, staging)
+                for to_localized, src, dst in ((True, striped, localized),
+                                               (False, localized, striped))]
+    finally:
+        for d, bufs in zip(system, zip(striped, localized, staging)):
+            for b in bufs:
+                d.free(b)
 
 
 def relayout_figures(dimms=(2, 4, 8), shape=RELAYOUT_SHAPE, block=RELAYOUT_BLOCK) -> dict:

@@ -1300,6 +1300,21 @@ class NdpSystem:
                 parts.append((i, r0, r1, d.store_weights(W[r0:r1].contiguous(), dtype, "dot")))
         return SplitWeights(parts, tuple(W.shape), GEMV_DTYPES[W.dtype])
 
+    def relayout(self, to_localized: bool, target: int, block_bytes: int, n_blocks: int, src,
+                 dst, staging) -> int:
+        """One RELAYOUT over every DIMM of the system (a DIMM-Link chain): each DIMM's descriptor
+        (``Dimm.relayout_descriptor``, group = the whole system) submitted, then all waited for.
+        ``src``, ``dst``, ``staging``: per DIMM its Buffer (staging: ``2 block_bytes`` of SRAM).
+        Returns the slowest member's cycles; a failed member raises :class:`NdpError`."""
+        if not all(len(b) == len(self.dimms) for b in (src, dst, staging)):
+            raise ValueError(f"src, dst and staging need one buffer per DIMM ({len(self.dimms)})")
+        descs = [d.relayout_descriptor(to_localized, len(self.dimms), target, block_bytes, n_blocks,
+                                       src[i].addr, dst[i].addr, staging[i].addr)
+                 for i, d in enumerate(self.dimms)]
+        for d, desc in zip(self.dimms, descs):
+            d.submit([desc])
+        return max(d.wait([desc.id])[0].cycles for d, desc in zip(self.dimms, descs))
+
     def gemv_split(self, split: SplitWeights, x: torch.Tensor) -> torch.Tensor:
         """Dense ``W x`` with every DIMM computing its rows; results concatenated. ``last_run``
         holds each DIMM's cycles and the parallel time."""

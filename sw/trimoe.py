@@ -153,11 +153,9 @@ class TriMoeConfig:
 
 
 def make_traces(cfg: TriMoeConfig, model) -> tuple:
-    """(profile trace, run trace). A recorded file is split: its first ``profile_steps`` steps
-    profile, the rest run; the generator draws the profile from another seed of the same
-    process (the same expert popularity: the base ranking is seeded by ``seed``, the AR(1)
-    noise and the token draws continue), here simply the first ``profile_steps`` steps of one
-    trace of ``profile_steps + steps`` steps."""
+    """(profile loads, run loads, trace meta): one trace of ``profile_steps + steps`` steps (a
+    recorded file, or the generator's), its first ``profile_steps`` steps profile (they warm
+    the EMA, the GPU residency and the initial layout), the rest are run."""
     if cfg.trace is not None:
         trace = RoutingTrace.load(cfg.trace)
         if trace.n_experts != model.experts or trace.top_k != model.top_k:

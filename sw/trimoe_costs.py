@@ -50,6 +50,7 @@ import dataclasses
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.bench_link import model_relayout
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 
 from .driver import Dimm, NdpSystem
@@ -216,7 +217,7 @@ def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
         move = {h: [] for h in sorted({1, dimms - 1})}
         for k in block_counts:
             n = k * dimms
-            a, b = _relayout_round_trip(system, n)
+            a, b = model_relayout(dimms, BLOCK_BYTES, n, None, system=system)
             there.append((n, a))
             back.append((n, b))
             for h in move:
@@ -242,29 +243,6 @@ def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
                      {"to_localized": there, "to_striped": back,
                       **{f"move_{h}_hops": p for h, p in move.items()},
                       "fits_cycles_per_block_fixed": fits}, ber=ber, counters=counters)
-
-
-def _relayout_round_trip(system: NdpSystem, n_blocks: int) -> tuple:
-    """Cycles (slowest member) of striped -> localized on the last DIMM, and back."""
-    d_count = len(system)
-    per = -(-n_blocks // d_count)
-    striped = [d.alloc(per * BLOCK_BYTES) for d in system]
-    localized = [d.alloc(n_blocks * BLOCK_BYTES) for d in system]
-    staging = [d.alloc_sram(2 * BLOCK_BYTES) for d in system]
-    out = []
-    try:
-        for to_localized, src, dst in ((True, striped, localized), (False, localized, striped)):
-            descs = [d.relayout_descriptor(to_localized, d_count, d_count - 1, BLOCK_BYTES,
-                                           n_blocks, src[i].addr, dst[i].addr, staging[i].addr)
-                     for i, d in enumerate(system)]
-            for d, desc in zip(system, descs):
-                d.submit([desc])
-            out.append(max(d.wait([desc.id])[0].cycles for d, desc in zip(system, descs)))
-    finally:
-        for d, bufs in zip(system, zip(striped, localized, staging)):
-            for b in bufs:
-                d.free(b)
-    return tuple(out)
 
 
 def _move_blocks(system: NdpSystem, n_blocks: int, hops: int) -> int:

@@ -67,12 +67,12 @@ import numpy as np
 import torch
 
 from ndpdimm.cosim import golden
-from ndpdimm.cosim import golden_activation as GA
-from ndpdimm.hw.activation_unit import ONE_F32, ActFmt, ActOp
+from ndpdimm.hw.activation_unit import ActFmt, ActOp
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.memory_port import BURST_BYTES
 
 from .driver import Dimm, WeightBuffer
+from .run_layer import golden_elementwise
 
 __all__ = ["ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
            "torch_expert", "error_bound", "ExpertCost", "ndp_expert_cost", "EXPERT_DTYPES",
@@ -242,30 +242,15 @@ def ndp_expert(e: ExpertWeights, x: torch.Tensor) -> tuple:
 
 # ---- references ------------------------------------------------------------------------------
 
-def _bits(t: torch.Tensor) -> np.ndarray:
-    if t.dtype == F32:
-        return golden.f32_bits(t).numpy()
-    return t.contiguous().view(torch.int16).numpy().astype(np.int64) & 0xFFFF
-
-
-def _from_bits(bits, dtype, shape) -> torch.Tensor:
-    bits = np.asarray(bits, dtype=np.int64).reshape(shape)
-    if dtype == F32:
-        return golden.bits_f32(torch.from_numpy(bits))
-    return torch.from_numpy(bits.astype(np.uint16).view(np.int16)).view(dtype)
-
-
 def golden_expert(w_gate, w_up, w_down, x) -> torch.Tensor:
     """The chain of :func:`ndp_expert` with the bit-exact golden model (no driver): FP32 [t, H]."""
     F, H, dtype = _check_weights(w_gate, w_up, w_down)
     _check_x(x, H, dtype)
-    gemv_dt, act_fmt = EXPERT_DTYPES[dtype]
+    gemv_dt = EXPERT_DTYPES[dtype][0]
     up = golden.gemv_dot(w_up, x, gemv_dt)
     gate = golden.gemv_dot(w_gate, x, gemv_dt)
-    s = GA.elementwise(ActOp.SILU, _bits(gate).reshape(-1), None, ActFmt.FP32, ActFmt.FP32,
-                       c=0, k=ONE_F32)
-    a = GA.elementwise(ActOp.MUL, s, _bits(up).reshape(-1), ActFmt.FP32, act_fmt)
-    a = _from_bits(a, dtype, up.shape)
+    s = golden_elementwise(ActOp.SILU, gate, out=F32)
+    a = golden_elementwise(ActOp.MUL, s, up, out=dtype)
     return golden.gemv_dot(w_down, a, gemv_dt)
 
 
