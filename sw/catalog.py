@@ -201,9 +201,11 @@ def _fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
     return out
 
 
-def load_model(name_or_path) -> ModelShape:
-    """A model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = _read("models", name_or_path)
+def load_model(name_or_path, folder: str = "models") -> ModelShape:
+    """A model's shapes (built-in name under ``CONFIG_DIR / folder`` or TOML path);
+    :class:`CatalogError` on a bad file. ``folder`` keeps each scenario's model list its own
+    (``models``: Hermes; ``serving_models``: RAPID)."""
+    path, doc = _read(folder, name_or_path, what="model")
     m = ModelShape(**_fields(ModelShape, doc, str(path)))
     if m.mlp not in _MLP_KINDS:
         raise CatalogError(f"{path}: mlp must be one of {_MLP_KINDS}, got {m.mlp!r}")
@@ -233,9 +235,10 @@ def load_hardware(name_or_path="hermes") -> Hardware:
     return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
 
 
-def _tables(path, doc: dict, sections: dict) -> dict:
+def _tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
     """``doc``'s sections, exactly those of ``sections`` (name -> dataclass), each a table with
-    its class's fields checked by :func:`_fields`: name -> field values."""
+    its class's fields checked by :func:`_fields` (``may_be_zero`` passed on): name -> field
+    values."""
     unknown = [k for k in doc if k not in sections]
     missing = [k for k in sections if k not in doc]
     if unknown or missing:
@@ -246,5 +249,5 @@ def _tables(path, doc: dict, sections: dict) -> dict:
     for key, cls in sections.items():
         if not isinstance(doc[key], dict):
             raise CatalogError(f"{path}: [{key}] must be a table")
-        parts[key] = _fields(cls, doc[key], f"{path} [{key}]")
+        parts[key] = _fields(cls, doc[key], f"{path} [{key}]", may_be_zero)
     return parts
