@@ -5,7 +5,8 @@ Subcommands:
 * ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/hermes_demo.py``);
   ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
 * ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
-  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``, ``sw/bench_trimoe.py``)
+  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``, ``sw/bench_trimoe.py``,
+  ``sw/bench_rapid.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
@@ -17,6 +18,10 @@ Subcommands:
 * ``ndpdimm trimoe``  the TriMoE scenario: MoE layers over GPU, AMX CPU and NDP-DIMMs against
   GPU only / GPU+CPU / GPU+NDP (``sw/trimoe.py``, ``sw/trimoe_report.py``); ``--check``: a
   reduced MoE with every NDP expert run on the chosen backend and checked (``sw/trimoe_check.py``)
+* ``ndpdimm rapid``   the RAPID scenario: power-aware disaggregated prefill/decode LLM serving on
+  an 8-GPU node under a power cap, static and dynamic configurations and an NDP-DIMM decode tier
+  on one trace (``sw/rapid.py``, ``sw/rapid_report.py``); ``--save-trace`` / ``--trace`` write
+  and replay the request trace
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -30,6 +35,22 @@ __all__ = ["main"]
 
 
 _positive = positive_int
+# ndpdimm.sw.rapid imports torch (seconds): its choices are repeated here so that parsing stays
+# fast; tests/test_rapid_report.py checks they equal rapid.MODES, PATTERNS and KV_PATHS.
+RAPID_MODES = ("static", "dynamic-power", "dynamic", "all")
+RAPID_PATTERNS = ("steady", "bursty")
+RAPID_KV_PATHS = ("host", "p2p", "direct")
+
+
+def _positive_float(text):
+    """A finite number > 0 (seconds, a rate factor): a bad one exits 2 naming the option."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
 
 def _core_arguments(p):
@@ -68,14 +89,16 @@ def _parser():
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
     b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "hermes",
-                                       "trimoe", "all"),
+                                       "trimoe", "rapid", "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
                         "(cosim/bench_cosim.py); dimm_link: link goodput, latency and goodput "
                         "under bit errors (cosim/bench_link.py); hermes: tokens/s of every system "
                         "for every model (sw/bench_hermes.py); trimoe: MoE layer latency of every "
-                        "system per model and batch, scheduler time (sw/bench_trimoe.py)")
+                        "system per model and batch, scheduler time (sw/bench_trimoe.py); rapid: "
+                        "simulator speed on an hour at peak load and the serving results table "
+                        "per workload and pattern (sw/bench_rapid.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -181,6 +204,49 @@ def _parser():
                         "checked against the golden model and torch")
     t.add_argument("--out-dir", default="build/trimoe", help="JSON and plots (default build/trimoe)")
 
+    q = sub.add_parser("rapid", help="RAPID scenario: power-aware disaggregated prefill/decode "
+                                     "LLM serving on an 8-GPU node under a power cap, with an "
+                                     "NDP-DIMM decode tier, against static configurations")
+    q.add_argument("--workload", default="mixed",
+                   help="built-in workload (mixed, long-context) or a .toml file (default mixed)")
+    q.add_argument("--pattern", choices=RAPID_PATTERNS, default="bursty",
+                   help="arrival pattern of the generated trace (default bursty)")
+    q.add_argument("--mode", choices=RAPID_MODES, default="dynamic",
+                   help="controlled systems run besides the static ones: dynamic-power (power "
+                        "moves), dynamic (power and roles), all (both), static (none); "
+                        "default dynamic")
+    q.add_argument("--duration", type=_positive_float, default=600.0,
+                   help="seconds of generated trace (default 600)")
+    q.add_argument("--rate-scale", type=_positive_float, default=None,
+                   help="multiply the workload's arrival rates (default 1; not for --trace)")
+    q.add_argument("--seed", type=int, default=0, help="trace generator seed (default 0)")
+    q.add_argument("--trace", default=None, metavar="FILE",
+                   help="replay a recorded CSV trace instead of generating one (--workload, "
+                        "--pattern and --duration then do not apply)")
+    q.add_argument("--save-trace", default=None, metavar="FILE",
+                   help="write the trace the run replays as CSV, then run")
+    q.add_argument("--kv-path", choices=RAPID_KV_PATHS, default="direct",
+                   help="how KV caches move from prefill to decode GPUs (default direct)")
+    q.add_argument("--no-ndp", action="store_true", help="do not run the NDP-DIMM decode tier")
+    q.add_argument("--backend", choices=("model", "rtl"), default="model",
+                   help="where the NDP attention cycles come from (rtl: the Verilated core, "
+                        "16 units by default; default model)")
+    q.add_argument("--units", type=_positive, default=None,
+                   help="GEMV units of the NDP core (default 256 on model, 16 on rtl)")
+    q.add_argument("--ndp-dimms", type=_positive, default=None,
+                   help="NDP-DIMMs in the node (default: the node file's, 32); their peak power "
+                        "is taken out of the node budget")
+    q.add_argument("--ttft-slo", type=_positive_float, default=None, metavar="SECONDS",
+                   help="TTFT SLO (default: p90 TTFT of static-4p4d on the steady workload)")
+    q.add_argument("--tpot-slo", type=_positive_float, default=None, metavar="SECONDS",
+                   help="TPOT SLO (default 0.05)")
+    q.add_argument("--model", default="llama3.1-8b",
+                   help="serving model from sw/configs/serving_models or a TOML file "
+                        "(default llama3.1-8b)")
+    q.add_argument("--node", default="mi300x-node",
+                   help="node from sw/configs/rapid or a TOML file (default mi300x-node)")
+    q.add_argument("--out-dir", default="build/rapid", help="JSON and plots (default build/rapid)")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -221,6 +287,9 @@ def main(argv=None):
             if args.suite in ("trimoe", "all"):
                 from .bench_trimoe import run_trimoe_bench
                 run_trimoe_bench(out=f"{args.out_dir}/trimoe.json")
+            if args.suite in ("rapid", "all"):
+                from .bench_rapid import run_rapid_bench
+                run_rapid_bench(out=f"{args.out_dir}/rapid.json")
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
@@ -285,6 +354,20 @@ def main(argv=None):
                                theta_hot=args.theta_hot, systems=systems, seed=args.seed,
                                link_ber=args.link_ber)
             trimoe_command(cfg, out_dir=args.out_dir)
+        elif args.command == "rapid":
+            from .rapid import RapidConfig
+            from .rapid_report import rapid_command
+            if args.trace is not None and args.rate_scale is not None:
+                raise ValueError("--rate-scale applies to generated traces, not to --trace "
+                                 f"{args.trace!r} (it is replayed as recorded)")
+            kw = {k: v for k, v in (("rate_scale", args.rate_scale),
+                                    ("tpot_slo_s", args.tpot_slo)) if v is not None}
+            cfg = RapidConfig(model=args.model, node=args.node, workload=args.workload,
+                              pattern=args.pattern, duration_s=args.duration, seed=args.seed,
+                              trace=args.trace, kv_path=args.kv_path, mode=args.mode,
+                              ndp=not args.no_ndp, backend=args.backend, units=args.units,
+                              ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
+            rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

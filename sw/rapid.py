@@ -10,8 +10,9 @@ Configurations (``SYSTEMS``), every one under the node budget (checked before it
 * ``dynamic-power``: starts as ``static-4p4d``; the controller moves power between phases;
 * ``dynamic``: also switches GPU roles (fully dynamic);
 * ``<system>+ndp``: the same with the decode tier's attention on NDP-DIMMs. The DIMMs' peak
-  draw is taken out of the node budget first, from the decode GPUs' caps (rounded down to
-  10 W), so the comparison holds the node's power constant.
+  draw is taken out of the node budget first, from the decode GPUs' caps (in 10 W steps, down
+  to the minimum cap, then from the prefill GPUs'), so the comparison holds the node's power
+  constant; a tier whose reserve does not fit is refused before anything runs.
 
 ``mode`` picks which controlled systems run: ``static`` (none), ``dynamic-power``, ``dynamic``
 or ``all``; the NDP variant is made of the controlled system (``static-4p4d`` in ``static``
@@ -70,6 +71,7 @@ class RapidConfig:
     ndp: bool = True                        # also run the NDP-DIMM decode tier variant(s)
     backend: str = "model"
     units: int | None = None                # GEMV units of the NDP core (None: 256 model, 16 rtl)
+    ndp_dimms: int | None = None            # NDP-DIMMs in the node (None: the node file's)
     ttft_slo_s: float | None = None         # None: from the baseline (see the module docstring)
     tpot_slo_s: float = DEFAULT_TPOT_SLO_S
 
@@ -96,6 +98,10 @@ class RapidConfig:
         if self.units is not None and (isinstance(self.units, bool) or not isinstance(
                 self.units, int) or not 1 <= self.units <= 4096):
             raise ValueError(f"units must be an int in [1, 4096] or None, got {self.units!r}")
+        if self.ndp_dimms is not None and (isinstance(self.ndp_dimms, bool) or not isinstance(
+                self.ndp_dimms, int) or not 1 <= self.ndp_dimms <= 1024):
+            raise ValueError(f"ndp_dimms must be an int in [1, 1024] or None, got "
+                             f"{self.ndp_dimms!r}")
 
     @property
     def core_units(self) -> int:
@@ -128,8 +134,19 @@ def _layout(system: str, node, ndp_reserved_w: float) -> tuple:
     else:
         raise ValueError(f"unknown system {system!r}")
     if ndp_reserved_w:
-        cut = math.ceil(ndp_reserved_w / (n - half) / 10) * 10
-        caps = caps[:half] + [c - cut for c in caps[half:]]
+        # the DIMMs' reserve comes out of the decode caps, down to the minimum, then prefill's
+        floor = node.node.gpu_min_cap_w
+        need = ndp_reserved_w
+        for part in (range(half, n), range(half)):
+            room = sum(caps[i] - floor for i in part)
+            take = min(need, room)
+            cut = math.ceil(take / len(part) / 10) * 10
+            for i in part:
+                caps[i] = max(floor, caps[i] - cut)
+            need -= take
+        if need > 1e-9 or sum(caps) + ndp_reserved_w > budget:
+            raise ValueError(f"the NDP-DIMM tier's {ndp_reserved_w:.0f} W peak reserve does not "
+                             f"fit the {budget:.0f} W budget above every GPU's minimum cap")
     return roles, [float(c) for c in caps], (base if base.startswith("dynamic") else None)
 
 
@@ -221,6 +238,8 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
     """Every configuration of ``cfg`` on one trace; the result dict of the whole run."""
     t_start = time.perf_counter()
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
+    if cfg.ndp_dimms is not None:
+        node = dataclasses.replace(node, ndp=dataclasses.replace(node.ndp, dimms=cfg.ndp_dimms))
     energy = load_energy()
     trace = _trace(cfg, cfg.pattern)
     if len(trace) == 0:
@@ -255,6 +274,9 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
         e = energy
         ndp_perf = ServingPerf(model, node, attention, e.dram.dimm_background_w, e.ndp.idle_w,
                                e.ndp.core_busy_w, e.dram.dimm_pj_per_bit, e.ndp.mac_pj)
+        for system in systems:                     # fail before any run, not midway
+            if system.endswith("+ndp"):
+                _layout(system, node, ndp_perf.ndp_reserved_w)
     results = []
     for system in systems:
         perf = ndp_perf if system.endswith("+ndp") else gpu_perf
@@ -271,6 +293,7 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
                   "mean_output_tokens": float(np.mean(trace.output_tokens))},
         "slo": {"ttft_s": slo[0], "tpot_s": slo[1], "ttft_baseline": baseline},
         "power_budget_w": node.node.power_budget_w,
+        "ndp_dimms": node.ndp.dimms,
         "systems": results,
         "provenance": {
             "gpu": "documented roofline and power-curve models (sw/rapid_perf.py) with the "

@@ -41,6 +41,7 @@ bandwidth with the core busy), so the cap holds whatever the DIMMs do.
 """
 
 import dataclasses
+import functools
 
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 
@@ -74,17 +75,17 @@ class ServingPerf:
     mac_pj: float = 0.0
 
     # ---- shapes ----
-    @property
+    @functools.cached_property
     def kv_bytes_per_token(self) -> int:
         m = self.model
         return 2 * m.layers * m.kv_dim * _ELEM
 
-    @property
+    @functools.cached_property
     def matmul_params(self) -> int:
         """Parameters multiplied per token (the input embedding is looked up)."""
         return self.model.params - self.model.vocab * self.model.hidden
 
-    @property
+    @functools.cached_property
     def weight_bytes(self) -> int:
         return self.model.params * _ELEM
 
@@ -147,7 +148,7 @@ class ServingPerf:
         """The whole tier's draw with no attention running."""
         return self.node.ndp.dimms * (self.dimm_background_w + self.dimm_idle_core_w)
 
-    @property
+    @functools.cached_property
     def ndp_reserved_w(self) -> float:
         """The tier's peak draw, reserved out of the node budget (see the module docstring)."""
         if self.ndp is None:

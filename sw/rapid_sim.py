@@ -94,6 +94,23 @@ class _Gpu:
         self.iterations = 0
 
 
+class _Window:
+    """Timestamped values, oldest first (two deques so reading the values is one C call)."""
+
+    def __init__(self):
+        self.times, self.values = collections.deque(), collections.deque()
+
+    def append(self, item):
+        self.times.append(item[0])
+        self.values.append(item[1])
+
+    def since(self, t0) -> list:
+        while self.times and self.times[0] < t0:
+            self.times.popleft()
+            self.values.popleft()
+        return list(self.values)
+
+
 class ServingSim:
     """One run: ``roles`` and ``caps`` per GPU at start, ``controller`` (or ``None``: static)."""
 
@@ -151,9 +168,9 @@ class ServingSim:
         self._seq = 0
         self.t = 0.0
         self.finished = 0
-        self.ttft_window = collections.deque()      # (time, ttft)
-        self.tpot_window = collections.deque()      # (time, tpot)
-        self.step_window = collections.deque()      # (time, iteration seconds)
+        self.ttft_window = _Window()                # first-token times, TTFT
+        self.tpot_window = _Window()                # finish times, TPOT
+        self.step_window = _Window()                # decode iteration ends, their seconds
         self.total_draw = 0.0
         self.max_draw_w = 0.0
         self.ndp_joules = 0.0
@@ -536,10 +553,9 @@ class ServingSim:
         return (sum(1 for s in self.ring if s is not None) + sum(len(g.outbox) for g in self.gpus)
                 + len(self.decode_wait))
 
-    def window(self, deque_, window_s):
-        while deque_ and deque_[0][0] < self.t - window_s:
-            deque_.popleft()
-        return [v for _, v in deque_]
+    def window(self, window: "_Window", window_s: float) -> list:
+        """The values recorded in the last ``window_s`` seconds (older ones dropped)."""
+        return window.since(self.t - window_s)
 
     def _sample(self):
         ring_ready = sum(1 for s in self.ring if s is not None)

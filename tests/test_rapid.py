@@ -326,6 +326,18 @@ def test_layouts_hold_the_budget_including_the_ndp_reserve():
         assert sum(caps) + reserve <= NODE.node.power_budget_w
         assert (mode is not None) == system.removesuffix("+ndp").startswith("dynamic")
     assert _layout("static-4p750-4d450", NODE, 0.0)[1] == [750.0] * 4 + [450.0] * 4
+    # the reserve comes from decode first, then prefill once decode is at its minimum
+    assert _layout("dynamic+ndp", NODE, 250.0)[1] == [600.0] * 4 + [530.0] * 4
+    assert _layout("dynamic+ndp", NODE, 1500.0)[1] == [520.0] * 4 + [300.0] * 4
+    with pytest.raises(ValueError, match="does not fit the 4800 W budget"):
+        _layout("dynamic+ndp", NODE, 2500.0)
+
+
+def test_too_many_ndp_dimms_for_the_budget_is_refused_before_any_run():
+    with pytest.raises(ValueError, match="peak reserve does not fit"):
+        run_rapid(RapidConfig(duration_s=5.0, ndp_dimms=400, ttft_slo_s=1.0))
+    with pytest.raises(ValueError, match="ndp_dimms must be"):
+        RapidConfig(ndp_dimms=0)
 
 
 @pytest.mark.parametrize("kwargs, message", [
