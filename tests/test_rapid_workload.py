@@ -23,6 +23,16 @@ GOOD = {
 }
 
 
+
+def _assert_rejected(load, path, fragments):
+    """``load(path)`` raises WorkloadError naming the file and containing every fragment."""
+    with pytest.raises(WorkloadError) as err:
+        load(path)
+    message = str(err.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message, message
+
 def _toml_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -318,12 +328,7 @@ HEADER = "arrival_s,input_tokens,output_tokens\n"
 def test_bad_trace_files(tmp_path, text, fragments):
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    with pytest.raises(WorkloadError) as err:
-        load_trace(path)
-    message = str(err.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message, message
+    _assert_rejected(load_trace, path, fragments)
 
 
 def test_trace_file_over_max_tokens_and_missing_file(tmp_path):
@@ -416,13 +421,7 @@ def test_trace_copies_and_freezes_its_arrays():
      ["[bursty] phase_rate_rps must be a list with at least one rate > 0", "[0.0, 0]"]),
 ])
 def test_bad_workload_files(tmp_path, changes, fragments):
-    path = _write_workload(tmp_path, _changed(**changes))
-    with pytest.raises(WorkloadError) as err:
-        load_workload(path)
-    message = str(err.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message, message
+    _assert_rejected(load_workload, _write_workload(tmp_path, _changed(**changes)), fragments)
 
 
 def test_good_workload_file_by_path_and_int_rates(tmp_path):
