@@ -33,8 +33,11 @@ install: $(VENV)/.installed ## create $(VENV) and install the package with pinne
 test: $(VENV)/.installed ## fast suite (no long RTL regressions), 2 workers
 	$(WITH_TOOLS) $(VENV)/bin/pytest -n 2 -m "not sim" --timeout $(TEST_TIMEOUT) tests
 
-sim: $(VENV)/.installed ## full regression including tests marked `sim`
-	$(WITH_TOOLS) $(VENV)/bin/pytest -n auto tests
+# SCHEDULER=tcp://HOST:PORT shards `make sim` over a Dask cluster (docs/sweep.md).
+SCHEDULER ?=
+
+sim: $(VENV)/.installed ## full regression including tests marked `sim` (SCHEDULER=tcp://HOST:PORT: over a Dask cluster)
+	$(if $(SCHEDULER),$(WITH_TOOLS) $(VENV)/bin/ndpdimm regress --scheduler $(SCHEDULER),$(WITH_TOOLS) $(VENV)/bin/pytest -n auto tests)
 
 bench: $(VENV)/.installed ## benchmarks, results into bench/results/
 	$(WITH_TOOLS) $(VENV)/bin/ndpdimm bench

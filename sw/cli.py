@@ -6,7 +6,7 @@ Subcommands:
   ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
 * ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
   ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``, ``sw/bench_trimoe.py``,
-  ``sw/bench_rapid.py``)
+  ``sw/bench_rapid.py``, ``sw/bench_sweep.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
@@ -22,6 +22,10 @@ Subcommands:
   an 8-GPU node under a power cap, static and dynamic configurations and an NDP-DIMM decode tier
   on one trace (``sw/rapid.py``, ``sw/rapid_report.py``); ``--save-trace`` / ``--trace`` write
   and replay the request trace
+* ``ndpdimm sweep FILE`` a design-space sweep on Dask distributed (LocalCluster or
+  ``--scheduler tcp://HOST:PORT``), cached per point (``sw/sweep.py``, ``sw/sweep_jobs.py``)
+* ``ndpdimm regress``   the RTL regression sharded over a Dask cluster, one merged pass/fail
+  report (``sw/regress.py``; ``make sim SCHEDULER=tcp://HOST:PORT``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -89,7 +93,7 @@ def _parser():
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
     b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "hermes",
-                                       "trimoe", "rapid", "all"),
+                                       "trimoe", "rapid", "sweep", "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
@@ -98,7 +102,8 @@ def _parser():
                         "for every model (sw/bench_hermes.py); trimoe: MoE layer latency of every "
                         "system per model and batch, scheduler time (sw/bench_trimoe.py); rapid: "
                         "simulator speed on an hour at peak load and the serving results table "
-                        "per workload and pattern (sw/bench_rapid.py)")
+                        "per workload and pattern (sw/bench_rapid.py); sweep: Dask sweep scaling "
+                        "from 1 to 2 workers and per-task overhead (sw/bench_sweep.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -247,6 +252,38 @@ def _parser():
                    help="node from sw/configs/rapid or a TOML file (default mi300x-node)")
     q.add_argument("--out-dir", default="build/rapid", help="JSON and plots (default build/rapid)")
 
+    w = sub.add_parser("sweep", help="run a design-space sweep file (scenario or RTL job over a "
+                                     "grid of parameters) on Dask distributed, cached per point")
+    w.add_argument("file", nargs="?", help="sweep file (.toml, .yaml); see docs/sweep.md")
+    w.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (default: a LocalCluster on this machine)")
+    w.add_argument("--workers", type=_positive, default=2,
+                   help="LocalCluster worker processes (default 2)")
+    w.add_argument("--in-process", action="store_true",
+                   help="run the points one after another in this process (no Dask)")
+    w.add_argument("--no-cache", action="store_true",
+                   help="recompute every point (results are still written to the cache)")
+    w.add_argument("--cache-dir", default="build/sweeps/cache",
+                   help="point cache (default build/sweeps/cache)")
+    w.add_argument("--out-dir", default=None,
+                   help="results table, summary and plot (default build/sweeps/<name>)")
+    w.add_argument("--list-jobs", action="store_true", help="list the jobs and their parameters")
+
+    g = sub.add_parser("regress", help="the RTL regression sharded over a Dask cluster (one task "
+                                       "per sim bench and seed, one per other test file), merged "
+                                       "into one pass/fail report")
+    g.add_argument("paths", nargs="*", default=["tests"], help="test paths (default tests)")
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (default: a LocalCluster on this machine)")
+    g.add_argument("--workers", type=_positive, default=None,
+                   help="LocalCluster worker processes (default: one per core)")
+    g.add_argument("-m", dest="select", default=None, metavar="EXPR",
+                   help="pytest -m expression restricting the tests")
+    g.add_argument("--timeout", type=_positive_float, default=None,
+                   help="seconds per shard before it counts as failed")
+    g.add_argument("--out-dir", default="build/regress",
+                   help="report.json and report.md (default build/regress)")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -290,6 +327,9 @@ def main(argv=None):
             if args.suite in ("rapid", "all"):
                 from .bench_rapid import run_rapid_bench
                 run_rapid_bench(out=f"{args.out_dir}/rapid.json")
+            if args.suite in ("sweep", "all"):
+                from .bench_sweep import run_sweep_bench
+                run_sweep_bench(out=f"{args.out_dir}/sweep.json")
             if args.suite in ("dram_gemv", "all"):
                 from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
@@ -368,6 +408,36 @@ def main(argv=None):
                               ndp=not args.no_ndp, backend=args.backend, units=args.units,
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
             rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
+        elif args.command == "sweep":
+            from .sweep import load_sweep, run_sweep
+            from .sweep_jobs import JOBS, job_parameters
+            if args.list_jobs:
+                for name, job in JOBS.items():
+                    params = ", ".join(f"{k}={d!r}" for k, (_, d) in job_parameters(name).items())
+                    print(f"{name}: {job.summary}\n    {params}")
+                return 0
+            if args.file is None:
+                raise ValueError("give a sweep file (or --list-jobs)")
+            if args.scheduler and args.in_process:
+                raise ValueError("--scheduler and --in-process exclude each other")
+            if args.scheduler and not args.scheduler.startswith(("tcp://", "tls://", "inproc://")):
+                raise ValueError(f"--scheduler must be an address like tcp://HOST:PORT, got "
+                                 f"{args.scheduler!r}")
+            sweep = load_sweep(args.file)
+            result = run_sweep(sweep, scheduler=args.scheduler, workers=args.workers,
+                               in_process=args.in_process, cache_dir=args.cache_dir,
+                               use_cache=not args.no_cache, out_dir=args.out_dir or "default")
+            print(f"wrote {result.out_dir}/results.csv, results.jsonl, summary.json, sweep.png")
+            return 0 if result.count("ok") == len(result.records) else 1
+        elif args.command == "regress":
+            from .regress import run_regression
+            if args.scheduler and not args.scheduler.startswith(("tcp://", "tls://")):
+                raise ValueError(f"--scheduler must be an address like tcp://HOST:PORT, got "
+                                 f"{args.scheduler!r}")
+            report = run_regression(paths=tuple(args.paths), select=args.select,
+                                    scheduler=args.scheduler, workers=args.workers,
+                                    out_dir=args.out_dir, timeout=args.timeout)
+            return 0 if report["passed"] else 1
         elif args.command == "verilog":
             from ndpdimm.hw.gemv_engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

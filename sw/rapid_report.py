@@ -64,7 +64,7 @@ def format_report(r: dict) -> str:
         lines += [f"NDP attention: {prov['ndp_attention']}",
                   f"NDP power: {prov['ndp_power']}; the DIMMs reserve "
                   f"{prov['ndp_reserved_w']:.0f} W of the node budget (taken from the decode "
-                  f"GPUs' caps)"]
+                  f"GPUs' caps first)"]
     lines.append("")
     head = (f"{'system':20s} {'goodput':>8s} {'SLO%':>6s} {'TTFT%':>6s} {'TPOT%':>6s} "
             f"{'QPS/W':>7s} {'power':>6s} | {'TTFT p50':>8s} {'p99':>8s} | {'TPOT p50':>8s} "
