@@ -380,8 +380,20 @@ def _plot(result: SweepResult, path: Path):
     ys = list(sweep.plot_y) or [y for y in job.default_y if ok and y in ok[0]["result"]] or \
         ([k for k, v in ok[0]["result"].items() if isinstance(v, (int, float))][:1] if ok else [])
     group = list(sweep.plot_group) or [k for k in varying if k != x]
-    fig, axes = plt.subplots(1, max(1, len(ys)), figsize=(6 * max(1, len(ys)), 4), squeeze=False)
-    for ax, y in zip(axes[0], ys or [None]):
+    # without groups every metric shares one axes (one line each); else one axes per metric
+    panels = [None] if not group else (ys or [None])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    if not group and x is not None and ok:
+        ax = axes[0][0]
+        for y in ys:
+            pts = sorted((r["params"][x], r["result"][y]) for r in ok
+                         if isinstance(r["result"].get(y), (int, float)))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=y)
+        ax.set_xlabel(x)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        panels = []
+    for ax, y in zip(axes[0], panels):
         if x is None or y is None or not ok:
             ax.text(0.5, 0.5, "nothing to plot", ha="center", va="center")
             continue
