@@ -26,14 +26,12 @@ The figures are model outputs (``sw/rapid.py`` says where each comes from).
 
 import dataclasses
 import datetime
-import math
 import os
 import platform
 import time
 
-import numpy as np
 
-from .rapid import RapidConfig, _simulate, run_rapid, summarize
+from .rapid import RapidConfig, _simulate, baseline_ttft_slo, run_rapid, summarize
 from .rapid_catalog import load_node, load_serving_model
 from .rapid_perf import ServingPerf
 from .rapid_workload import PATTERNS, generate_trace, load_workload
@@ -63,9 +61,7 @@ def measure_simulator_speed(workload="mixed", duration_s=GOAL_TRACE_S, baseline_
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
     perf = ServingPerf(model, node)
     base = generate_trace(spec, baseline_duration_s, "steady", seed=seed)
-    sim, _ = _simulate(perf, base, "static-4p4d", node, cfg, (math.inf, math.inf), None)
-    slo = (float(np.percentile(sim.latencies()[1], node.controller.baseline_percentile)),
-           cfg.tpot_slo_s)
+    slo = (baseline_ttft_slo(perf, base, cfg), cfg.tpot_slo_s)
     trace = generate_trace(spec, duration_s, "steady", seed=seed, rate_scale=scale)
     log(f"[bench rapid] simulator speed: dynamic on {len(trace)} requests of {workload} at "
         f"{peak:g} rps steady over {duration_s:.0f} s (TTFT SLO {1e3 * slo[0]:.0f} ms) ...")

@@ -19,6 +19,7 @@ import platform
 import tempfile
 import time
 
+from .dask_tasks import cluster_client
 from .result_files import write_json
 from .sweep import Sweep, run_sweep
 from .sweep_jobs import check_point
@@ -49,20 +50,13 @@ def _timed(sweep, log, **kw) -> dict:
 
 
 def _overhead(n, log) -> dict:
-    from dask.distributed import Client, LocalCluster
     sweep = Sweep("bench-overhead", "probe",
                   tuple(check_point("probe", {"value": i}) for i in range(n)))
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    client = Client(cluster)
-    client.submit(sum, [1]).result()                # worker up and reachable
-    startup = time.perf_counter() - t0
-    try:
+    with cluster_client(None, 1) as (client, _):
+        client.submit(sum, [1]).result()            # worker up and reachable
+        startup = time.perf_counter() - t0
         timed = _timed(sweep, log, client=client)
-    finally:
-        client.close()
-        cluster.close()
     return {"tasks": n, "cluster_startup_s": startup, "wall_s": timed["wall_s"],
             "per_task_ms": 1e3 * timed["wall_s"] / n,
             "task_body_ms_mean": 1e3 * timed["task_seconds_sum"] / n}

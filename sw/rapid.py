@@ -49,7 +49,7 @@ from .rapid_sim import ServingSim
 from .rapid_workload import PATTERNS, generate_trace, load_trace, load_workload
 
 __all__ = ["RapidConfig", "run_rapid", "systems_for", "MODES", "DEFAULT_TPOT_SLO_S",
-           "measure_ndp_attention", "summarize"]
+           "measure_ndp_attention", "summarize", "baseline_ttft_slo"]
 
 MODES = ("static", "dynamic-power", "dynamic", "all")
 DEFAULT_TPOT_SLO_S = 0.05
@@ -234,6 +234,13 @@ def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True):
     return sim, time.perf_counter() - t0
 
 
+def baseline_ttft_slo(perf: ServingPerf, trace, cfg: RapidConfig) -> float:
+    """The default TTFT SLO: the node's ``baseline_percentile`` of TTFT when ``static-4p4d``
+    (GPU decode) serves ``trace`` without SLOs."""
+    sim, _ = _simulate(perf, trace, "static-4p4d", perf.node, cfg, (math.inf, math.inf), None)
+    return float(np.percentile(sim.latencies()[1], perf.node.controller.baseline_percentile))
+
+
 def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
     """Every configuration of ``cfg`` on one trace; the result dict of the whole run."""
     t_start = time.perf_counter()
@@ -255,10 +262,7 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
         base_trace = trace if cfg.trace is not None or cfg.pattern == "steady" else _trace(cfg, "steady")
         if log:
             log(f"[rapid] TTFT SLO from static-4p4d on {base_trace.name} ...")
-        sim, _ = _simulate(gpu_perf, base_trace, "static-4p4d", node, cfg,
-                           (math.inf, math.inf), None)
-        ttft = sim.latencies()[1]
-        slo_ttft = float(np.percentile(ttft, node.controller.baseline_percentile))
+        slo_ttft = baseline_ttft_slo(gpu_perf, base_trace, cfg)
         baseline = {"trace": base_trace.name, "requests": len(base_trace),
                     "percentile": node.controller.baseline_percentile, "ttft_s": slo_ttft}
     slo = (slo_ttft, cfg.tpot_slo_s)

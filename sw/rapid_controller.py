@@ -45,7 +45,7 @@ __all__ = ["Controller", "CONTROLLED_MODES"]
 CONTROLLED_MODES = ("dynamic-power", "dynamic")
 
 
-def _p90(values, pct) -> float:
+def _percentile(values, pct) -> float:
     return float(np.percentile(values, pct)) if values else 0.0
 
 
@@ -75,8 +75,8 @@ class Controller:
         steps = sim.window(sim.step_window, c.window_s)
         pct = 90.0
         ring = sim.ring_backlog() / (len(sim.ring) / 2)
-        return (max(_p90(ttft, pct), age) / self.slo_ttft_s,
-                max(_p90(tpot, pct) / self.slo_tpot_s, _p90(steps, pct) / self.slo_tpot_s, ring))
+        return (max(_percentile(ttft, pct), age) / self.slo_ttft_s,
+                max(_percentile(tpot, pct) / self.slo_tpot_s, _percentile(steps, pct) / self.slo_tpot_s, ring))
 
     def tick(self, sim) -> None:
         c = self.cfg

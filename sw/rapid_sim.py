@@ -437,9 +437,6 @@ class ServingSim:
             self._start_decode(g)
 
     # ---- decode ----
-    def _decode_workers(self):
-        return [g for g in self.gpus if g.role == "decode" and g.switch_to is None]
-
     def _kv_cap(self):
         return self.perf.kv_capacity_bytes(max(1, len([g for g in self.gpus
                                                        if g.role == "decode"])))
@@ -447,7 +444,7 @@ class ServingSim:
     def _place(self, r):
         """The decode worker with the most free KV that can take ``r``, or ``None``."""
         cap, best = self._kv_cap(), None
-        for g in self._decode_workers():
+        for g in self.active("decode"):
             free = cap - g.kv_used
             if free >= r.kv_bytes and len(g.running) + len(g.pending) < self.node.gpu.max_decode_batch \
                     and (best is None or free > cap - best.kv_used):

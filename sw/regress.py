@@ -32,6 +32,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .dask_tasks import cluster_client, run_tasks
 from .result_files import write_json
 
 __all__ = ["collect_shards", "run_shard", "run_regression", "RegressionError"]
@@ -140,59 +141,38 @@ def _merge(shards, results) -> dict:
 def run_regression(root=".", paths=("tests",), select=None, scheduler=None, workers=None,
                    retries=2, out_dir="build/regress", timeout=None, log=print) -> dict:
     """Collect, shard, run on the cluster, merge (module docstring); returns the report."""
-    from dask.distributed import Client, LocalCluster, as_completed
+    from tqdm import tqdm
     root = str(Path(root).resolve())
     t0 = time.perf_counter()
     shards = collect_shards(root, paths, select)
     n_tests = sum(len(s["tests"]) for s in shards)
     log(f"[regress] {n_tests} tests in {len(shards)} shards")
-    cluster = None
-    if scheduler:
-        client = Client(scheduler, timeout="20s")
-    else:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
-        client = Client(cluster)
     results = [None] * len(shards)
-    attempts = collections.Counter()
+    bar = tqdm(total=len(shards), unit="shard", desc="regress")
+
+    def finished(i, res, err):
+        if err is not None:
+            res = {"label": shards[i]["label"], "lost": True, "error": repr(err)}
+        else:
+            bad = [n.split("::")[-1] for n, o in res["outcomes"].items()
+                   if o["outcome"] in ("failed", "error")]
+            if bad or res["returncode"] not in (0, 5):
+                bar.write(f"[regress] {shards[i]['label']}: "
+                          f"{', '.join(bad) or 'exit ' + str(res['returncode'])}")
+        results[i] = res
+        bar.update(1)
+
+    # longest first: the sim benches start before the many short files
+    order = sorted(range(len(shards)), key=lambda i: "::" not in shards[i]["label"])
     try:
-        futures = {}
-        # longest first: the sim benches start before the many short files
-        order = sorted(range(len(shards)), key=lambda i: "::" not in shards[i]["label"])
-        for i in order:
-            attempts[i] += 1
-            futures[client.submit(run_shard, root, shards[i], timeout, pure=False)] = i
-        pending = as_completed(list(futures))
-        from tqdm import tqdm
-        bar = tqdm(total=len(shards), unit="shard", desc="regress")
-        for fut in pending:
-            i = futures.pop(fut)
-            if fut.status == "finished":
-                results[i] = fut.result()
-                bad = [n.split("::")[-1] for n, o in results[i]["outcomes"].items()
-                       if o["outcome"] in ("failed", "error")]
-                if bad or results[i]["returncode"] not in (0, 5):
-                    bar.write(f"[regress] {shards[i]['label']}: "
-                              f"{', '.join(bad) or 'exit ' + str(results[i]['returncode'])}")
-                bar.update(1)
-                continue
-            if attempts[i] <= retries:
-                attempts[i] += 1
-                new = client.submit(run_shard, root, shards[i], timeout, pure=False)
-                futures[new] = i
-                pending.add(new)
-                continue
-            results[i] = {"label": shards[i]["label"], "lost": True,
-                          "error": repr(fut.exception())}
-            bar.update(1)
-        bar.close()
+        with cluster_client(scheduler, workers or os.cpu_count() or 1) as (client, where):
+            run_tasks(client, run_shard, [(root, s, timeout) for s in shards], order=order,
+                      retries=retries, on_done=finished)
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        bar.close()
     report = _merge(shards, results)
     report.update(shards=len(shards), wall_s=time.perf_counter() - t0,
-                  where=scheduler or f"LocalCluster of {workers or os.cpu_count()} worker(s)",
+                  where=where,
                   failures={n: t for n, t in report["tests"].items()
                             if t["outcome"] in ("failed", "error")},
                   shard_output={r["label"]: r["output"] for r in results

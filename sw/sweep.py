@@ -49,6 +49,7 @@ flat row per point), ``summary.json`` and ``sweep.png`` (the plot: ``y`` against
 ``group``). Every point appears exactly once.
 """
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -60,6 +61,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from .dask_tasks import WORKER_LOST, cluster_client, run_tasks
 from .result_files import save_figure, write_json
 from .sweep_jobs import JOBS, check_point, run_job
 
@@ -220,15 +222,6 @@ class SweepResult:
                              for r in self.records if r["status"] != "ok"]}
 
 
-def _client(scheduler, workers):
-    from dask.distributed import Client, LocalCluster
-    if scheduler:
-        return Client(scheduler, timeout="20s"), None, f"scheduler {scheduler}"
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    return Client(cluster), cluster, f"LocalCluster of {workers} worker(s)"
-
-
 def _progress(total, enabled):
     if not enabled:
         return None
@@ -280,19 +273,12 @@ def run_sweep(sweep: Sweep, scheduler: str | None = None, workers: int = 2,
             for i in todo:
                 done(i, run_job(sweep.job, sweep.points[i]))
         elif todo:
-            own = client is None
-            cluster = None
-            if own:
-                client, cluster, where = _client(scheduler, workers)
-            else:
-                where = "given client"
-            try:
+            with contextlib.ExitStack() as stack:
+                if client is None:
+                    client, where = stack.enter_context(cluster_client(scheduler, workers))
+                else:
+                    where = "given client"
                 _run_distributed(client, sweep, todo, keys, done, log)
-            finally:
-                if own:
-                    client.close()
-                    if cluster is not None:
-                        cluster.close()
     finally:
         if bar:
             bar.close()
@@ -313,35 +299,20 @@ def sweep_dir(sweep: Sweep) -> Path:
 
 
 def _run_distributed(client, sweep, todo, keys, done, log):
-    from dask.distributed import as_completed
-    attempts = {i: 0 for i in todo}
+    def finished(n, record, err):
+        if err is not None:
+            name = type(err).__name__
+            record = {"status": "lost" if name in WORKER_LOST else "error",
+                      "error": f"{name}: {err}", "task_seconds": None}
+        done(todo[n], record)
 
-    def submit(i):
-        attempts[i] += 1
-        return client.submit(run_job, sweep.job, sweep.points[i], pure=False,
-                             key=f"{sweep.job}-{keys[i]}-{attempts[i]}")
+    def retry(n, name, attempt):
+        log(f"[sweep] point {_short(sweep.points[todo[n]])}: worker lost ({name}), "
+            f"resubmitting ({attempt}/{sweep.retries})")
 
-    futures = {}
-    for i in todo:
-        futures[submit(i)] = i
-    pending = as_completed(list(futures))
-    for fut in pending:
-        i = futures.pop(fut)
-        if fut.status == "finished":
-            done(i, fut.result())
-            continue
-        err = fut.exception()
-        name = type(err).__name__
-        if attempts[i] <= sweep.retries and name in ("KilledWorker", "CommClosedError",
-                                                     "FutureCancelledError", "CancelledError"):
-            log(f"[sweep] point {_short(sweep.points[i])}: worker lost ({name}), resubmitting "
-                f"({attempts[i]}/{sweep.retries})")
-            new = submit(i)
-            futures[new] = i
-            pending.add(new)
-            continue
-        status = "lost" if name in ("KilledWorker", "CommClosedError") else "error"
-        done(i, {"status": status, "error": f"{name}: {err}", "task_seconds": None})
+    run_tasks(client, run_job, [(sweep.job, sweep.points[i]) for i in todo],
+              retries=sweep.retries, on_done=finished, on_retry=retry,
+              key=lambda n, attempt: f"{sweep.job}-{keys[todo[n]]}-{attempt}")
 
 
 def write_outputs(result: SweepResult, out: Path) -> Path:
