@@ -135,8 +135,8 @@ class ServingSim:
                     raise ValueError(f"at least {node.controller.min_gpus_per_phase} GPU(s) per "
                                      f"phase, got roles {list(roles)}")
         self.perf, self.node = perf, node
-        self.kv = node.kv_path("host" if perf.ndp is not None else kv_path)
         self.kv_path_name = "host" if perf.ndp is not None else kv_path
+        self.kv = node.kv_path(self.kv_path_name)
         c = node.controller
         self.ledger = PowerLedger(caps, node.node.power_budget_w, node.node.gpu_min_cap_w,
                                   node.node.gpu_max_cap_w, c.power_command_s, c.power_settle_s,
@@ -437,9 +437,12 @@ class ServingSim:
             self._start_decode(g)
 
     # ---- decode ----
+    def _decode_gpus(self) -> int:
+        """GPUs in the decode role (draining ones included): they share the NDP-DIMM pool."""
+        return max(1, sum(1 for g in self.gpus if g.role == "decode"))
+
     def _kv_cap(self):
-        return self.perf.kv_capacity_bytes(max(1, len([g for g in self.gpus
-                                                       if g.role == "decode"])))
+        return self.perf.kv_capacity_bytes(self._decode_gpus())
 
     def _place(self, r):
         """The decode worker with the most free KV that can take ``r``, or ``None``."""
@@ -488,7 +491,7 @@ class ServingSim:
             heapq.heappush(g.finish_heap, (g.step + r.out - 1 - r.generated, r.rid))
         g.pending = []
         b, c = len(g.running), g.ctx_sum
-        ndecode = max(1, len([x for x in self.gpus if x.role == "decode"]))
+        ndecode = self._decode_gpus()
         fixed, scalable = self.perf.decode_parts(b, c, ndecode)
         if self.perf.ndp is not None:
             attention = self.perf.ndp_attention_seconds(b, c, ndecode)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from ndpdimm.sw.catalog import CatalogError
+from ndpdimm.sw.catalog import CONFIG_DIR, CatalogError
 from ndpdimm.sw.rapid import RapidConfig, _layout, run_rapid, systems_for
 from ndpdimm.sw.rapid_catalog import load_node, load_serving_model
 from ndpdimm.sw.rapid_controller import Controller
@@ -25,6 +25,7 @@ NODE = load_node()
 MODEL = load_serving_model()
 PERF = ServingPerf(MODEL, NODE)
 ROLES = ["prefill"] * 4 + ["decode"] * 4
+NODE_FILE = CONFIG_DIR / "rapid" / "mi300x-node.toml"
 
 
 def _trace(seconds=120.0, rate_scale=1.0, pattern="bursty", seed=0, workload="mixed"):
@@ -40,7 +41,7 @@ def _run(trace, roles=ROLES, caps=(600.0,) * 8, mode=None, perf=PERF, slo=(0.2, 
 
 def _node_toml(tmp_path, **changes):
     """The built-in node file with ``section.key = value`` lines replaced."""
-    text = (NODE_FILE).read_text()
+    text = NODE_FILE.read_text()
     for dotted, value in changes.items():
         section, key = dotted.split(".")
         lines, inside, done = text.splitlines(), False, False
@@ -55,11 +56,6 @@ def _node_toml(tmp_path, **changes):
     path = tmp_path / "node.toml"
     path.write_text(text)
     return path
-
-
-from ndpdimm.sw.catalog import CONFIG_DIR  # noqa: E402
-
-NODE_FILE = CONFIG_DIR / "rapid" / "mi300x-node.toml"
 
 
 # ---- catalogue and performance model ---------------------------------------------------------
