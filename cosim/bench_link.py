@@ -27,6 +27,11 @@ complete ends, link layer + PHY + lanes, default ``LinkConfig``: 8 lanes x
   the RTL's ``CQ_CYCLES`` next to the link model's prediction and the error;
   a relayout round trip (``RELAYOUT_BLOCKS`` blocks of ``RELAYOUT_BLOCK`` B)
   with the RTL's cycles next to the model's.
+* ``system_fast_harness``: the same three cores in the fast C++ harness
+  (``RtlSystem`` via ``NdpSystem(3, "rtl", ...)``): a split GEMV merged by
+  atomic adds (bit-exact check), link writes over 0-2 hops and relayout round
+  trips over groups of 2 and 3 DIMMs next to the model, and the simulation
+  speed of the whole run (NDP cycles per CPU second).
 * ``relayout``: a 4096 x 4096 FP16 tensor (32 MiB) in 4 KiB blocks, striped
   over 2, 4 and 8 DIMMs, to localized on the first DIMM and back: the time
   until every member's descriptor completed. These come from the model
@@ -48,7 +53,7 @@ from . import rtl_build
 from .link_pair import LINK_PAIR_FACTORY, LINK_PAIR_TOP
 from .link_system import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
 
-__all__ = ["run_link_bench", "relayout_figures", "system_figures", "model_relayout", "SIZES",
+__all__ = ["run_link_bench", "relayout_figures", "system_figures", "harness_system_figures", "model_relayout", "SIZES",
            "BERS", "SYSTEM_PARAMS"]
 
 BENCH = "ndpdimm.cosim.benches.link_pair"
@@ -105,26 +110,106 @@ def system_figures(relayout_block=2048, relayout_blocks=16) -> dict:
                          "n_blocks": relayout_blocks, "target": rtl["dimms"] - 1, "rows": rows}}
 
 
+def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(64, 1536)) -> dict:
+    """The same three-core system in the fast C++ harness (``RtlSystem`` through
+    ``NdpSystem(3, "rtl", ...)``): a GEMV split by columns over the cores merged into core 0 by
+    FP32 atomic adds (bit-exact check), link writes over 0-2 hops next to the model, relayout
+    round trips over groups of 2 and 3 DIMMs next to the model; simulated NDP cycles per CPU
+    second of the whole run."""
+    import numpy as np
+    import torch
+
+    from ndpdimm.cosim import golden
+    from ndpdimm.cosim.backend import CoreConfig
+    from ndpdimm.sw.driver import NdpSystem
+
+    params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
+    config = CoreConfig(link=True, **params)
+    n = SYSTEM_PARAMS["n_cores"]
+    system = NdpSystem(n, "rtl", config)
+    model = NdpSystem(n, "model", config)
+    cpu0, start = time.process_time(), system[0].backend.cycle
+    try:
+        torch.manual_seed(11)
+        rows_, cols = gemv_shape
+        W, x = torch.randn(rows_, cols).half(), torch.randn(2, cols).half()
+        step = cols // n
+        parts = [slice(step * i, step * (i + 1)) for i in range(n)]
+        partial = [d.gemv(d.store_weights(W[:, s].contiguous()), x[:, s].contiguous())
+                   for d, s in zip(system, parts)]
+        bufs = [d.alloc_sram(y.numel() * 4) for d, y in zip(system, partial)]
+        for d, buf, y in zip(system, bufs, partial):
+            d.write(buf, y.contiguous())
+        merge_cycles = []
+        for i in range(1, n):
+            d = system[i]
+            merge_cycles.append(d.run([d.atomic_add_descriptor(0, bufs[0].addr, bufs[i].addr,
+                                                               bufs[i].nbytes)], "merge")[0].cycles)
+        got = system[0].read(bufs[0], torch.float32, (2, rows_)).numpy().view(np.uint32)
+        acc = partial[0].numpy().view(np.uint32)
+        for y in partial[1:]:
+            acc = golden.accumulate_bits(acc, y.numpy().view(np.uint32), is_int=False)
+        bit_exact = bool(np.array_equal(got, np.asarray(acc, dtype=np.uint32)))
+        for d, b in zip(system, bufs):
+            d.free(b)
+
+        timing = []
+        a, m = system[0], model[0]
+        src, msrc = a.alloc_sram(4096), m.alloc_sram(4096)
+        dests = [system[i].alloc_sram(4096) for i in range(n)]
+        mdests = [model[i].alloc_sram(4096) for i in range(n)]
+        for hops in range(n):
+            for size in (64, 1024, 4096):
+                r = a.run([a.link_descriptor(hops, dests[hops].addr, src.addr, size)], "w")[0].cycles
+                p = m.run([m.link_descriptor(hops, mdests[hops].addr, msrc.addr, size)], "w")[0].cycles
+                timing.append({"kind": "write", "hops": hops, "bytes": size, "rtl_cycles": r,
+                               "model_cycles": p, "error": round((p - r) / r, 4)})
+        relayout = []
+        for group in (2, n):
+            rtl = model_relayout(group, relayout_block, relayout_blocks, config, system=system)
+            mod = model_relayout(group, relayout_block, relayout_blocks, config, system=model)
+            for k, phase in enumerate(("to_localized", "to_striped")):
+                relayout.append({"dimms": group, "phase": phase, "rtl_cycles": rtl[k],
+                                 "model_cycles": mod[k], "error": round((mod[k] - rtl[k]) / rtl[k], 4)})
+        cycles = system[0].backend.cycle - start
+        cpu = time.process_time() - cpu0
+    finally:
+        system.close()
+    return {"what": f"{n} RTL NdpCores (8 units, 16 KiB SRAM) joined by {n - 1} DIMM-Links in the "
+                    "fast C++ harness (cosim/rtl_harness.py RtlSystem: 2-cycle channels, random "
+                    "bit offsets per lane), driven through NdpSystem(3, 'rtl', ...)",
+            "split_gemv": {"shape": list(gemv_shape), "batch": 2, "merge_cycles": merge_cycles,
+                           "bit_exact_vs_golden": bit_exact},
+            "link_timing": timing,
+            "relayout": {"block_bytes": relayout_block, "n_blocks": relayout_blocks,
+                         "target": "the group's last DIMM", "rows": relayout},
+            "simulated_cycles": cycles, "cpu_seconds": round(cpu, 2),
+            "cycles_per_second": round(cycles / cpu) if cpu else None}
+
+
 def model_relayout(n_dimms, block, n_blocks, config, target=None, system=None) -> list:
     """Cycles (the slowest member) of striped -> localized and back on the model backend, the
     tensor striped over ``n_dimms`` DIMMs, localized on member ``target`` (default the last).
-    ``system``: an existing ``NdpSystem`` of ``n_dimms`` linked DIMMs to run on (its buffers are
-    freed after), else one is built from ``config``."""
+    ``system``: an existing ``NdpSystem`` of at least ``n_dimms`` linked DIMMs to run on (its
+    first ``n_dimms`` form the group; any backend; its buffers are freed after), else one is
+    built from ``config`` on the model backend."""
     from ndpdimm.sw.driver import NdpSystem
 
     if system is None:
         system = NdpSystem(n_dimms, "model", config, functional=False)
     target = n_dimms - 1 if target is None else target
     per = -(-n_blocks // n_dimms)
-    striped = [d.alloc(per * block) for d in system]
-    localized = [d.alloc(n_blocks * block) for d in system]
-    staging = [d.alloc_sram(2 * block) for d in system]
+    group = list(system)[:n_dimms]
+    striped = [d.alloc(per * block) for d in group]
+    localized = [d.alloc(n_blocks * block) for d in group]
+    staging = [d.alloc_sram(2 * block) for d in group]
     try:
-        return [system.relayout(to_localized, target, block, n_blocks, src, dst, staging)
+        return [system.relayout(to_localized, target, block, n_blocks, src, dst, staging,
+                                members=n_dimms)
                 for to_localized, src, dst in ((True, striped, localized),
                                                (False, localized, striped))]
     finally:
-        for d, bufs in zip(system, zip(striped, localized, staging)):
+        for d, bufs in zip(group, zip(striped, localized, staging)):
             for b in bufs:
                 d.free(b)
 
@@ -218,6 +303,7 @@ def run_link_bench(out="bench/results/dimm_link.json", sizes=SIZES, bers=BERS, p
                                     "rx_packet at the other (link layer + PHY + channel)"},
         "ber": ber_rows,
         "system": system_figures(),
+        "system_fast_harness": harness_system_figures(),
         "relayout": relayout_figures(),
         "wall_seconds": round(time.time() - t0, 1),
     }

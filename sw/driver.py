@@ -1208,14 +1208,18 @@ class NdpSystem:
 
     ``backend``: a name (one instance of it per DIMM) or a list of ``n_dimms`` Backend instances.
     With ``CoreConfig(link=True)`` the DIMMs form a DIMM-Link chain (ids 0..n-1, ``LINK_ID``
-    set): on the model backend their LINK_SEND / ATOMIC_ADD descriptors reach each other
-    (``cosim/link_model.py``); between RTL DIMMs this is refused (separate harnesses).
+    set) and their LINK_SEND / ATOMIC_ADD / RELAYOUT descriptors reach each other: on the
+    model backend through ``cosim/link_model.py``; on the RTL backend (2-4 DIMMs) the cores
+    run in one harness (``cosim/rtl_harness.py`` :class:`RtlSystem`), joined by their RTL
+    link ports through behavioural lane channels (``rtl`` holds it; backend keyword arguments
+    such as ``latency`` or ``progress`` go to it, ``window`` to every DIMM).
 
-    ``link_ber``, ``link_seed``: bit errors on that chain's links (model backend; a number in
-    [0, 1e-2), drawn from a numpy Generator seeded with ``link_seed``): frames are NAKed and
-    replayed as the RTL link layer does, which costs time, never data. :meth:`link_counters`
-    reads the per-link error counters (``docs/dimm_link.md``, "Bit errors and error counters
-    on the model backend").
+    ``link_ber``, ``link_seed``: bit errors on that chain's links (a number in [0, 1e-2)). On
+    the model, drawn from a numpy Generator seeded with ``link_seed``: frames are NAKed and
+    replayed as the RTL link layer does, which costs time, never data. On the RTL, bits of
+    the serial lanes flip and the link layer's CRC, NAK and replay deal with them.
+    :meth:`link_counters` reads the per-link error counters (``docs/dimm_link.md``, "Bit
+    errors and error counters").
     """
 
     def __init__(self, n_dimms: int, backend="model", config: CoreConfig | None = None,
@@ -1233,7 +1237,7 @@ class NdpSystem:
             raise ValueError(f"link_ber={link_ber!r} needs a DIMM-Link system "
                              "(CoreConfig(link=True)), got config "
                              f"{'None' if config is None else 'with link=False'}")
-        self.fabric = None
+        self.fabric = self.rtl = None
         if isinstance(backend, (list, tuple)):
             if len(backend) != n_dimms or len({id(b) for b in backend}) != n_dimms:
                 raise ValueError(f"expected {n_dimms} distinct Backend instances, got {len(backend)}")
@@ -1241,14 +1245,18 @@ class NdpSystem:
                 raise ValueError("a DIMM-Link system builds its own model backends: pass "
                                  "backend='model', not instances")
             self.dimms = [Dimm(b, config, **kwargs) for b in backend]
+        elif link and n_dimms > 1 and backend == "rtl":
+            # DIMM-Link between RTL cores: one harness simulating them all, joined by their link
+            # ports (cosim/rtl_harness.py RtlSystem); the DIMMs drive its cores
+            from ndpdimm.cosim.rtl_harness import RtlSystem
+            window = kwargs.pop("window", None)
+            self.rtl = RtlSystem(config, n_dimms, ber=link_ber, seed=link_seed, **kwargs)
+            self.dimms = [Dimm(core, window=window) for core in self.rtl.cores]
         elif link and n_dimms > 1:
-            # DIMM-Link: one chain joining the DIMMs' models (cosim/link_model.py); RTL cores in
-            # separate harness instances cannot reach each other
+            # DIMM-Link: one chain joining the DIMMs' models (cosim/link_model.py)
             if backend != "model":
-                raise ValueError(f"DIMM-Link between {n_dimms} DIMMs runs on the model backend "
-                                 f"only (each RTL DIMM is its own harness instance; RTL cores "
-                                 f"joined by links run in the cocotb bench "
-                                 f"cosim/benches/link_system.py), got {backend!r}")
+                raise ValueError(f"DIMM-Link between {n_dimms} DIMMs runs on the 'model' or "
+                                 f"'rtl' backend, got {backend!r}")
             from ndpdimm.cosim.link_model import LinkFabric
             self.fabric = LinkFabric(n_dimms, ber=link_ber, seed=link_seed)
             self.dimms = [Dimm(backend, config, fabric=self.fabric, dimm_id=i, **kwargs)
@@ -1265,11 +1273,15 @@ class NdpSystem:
         """Per DIMM-Link direction (``"0->1"``, ``"1->0"``, ...) the model fabric's counters since
         it was built or last reset (``self.fabric.reset_counters()``): ``frames_sent``,
         ``bytes``, ``wire_cycles``, ``crc_errors``, ``naks_sent``, ``replays``, ``timeouts``,
-        ``replay_cycles`` (``cosim/link_model.py``, ``LINK_COUNTERS``). Empty for one DIMM (no
-        link between DIMMs). ``ValueError`` without DIMM-Link."""
+        ``replay_cycles`` (``cosim/link_model.py``, ``LINK_COUNTERS``). On the RTL backend the
+        link ports' own counters (:meth:`RtlSystem.link_counters`: ``tx_*`` of the sender,
+        ``rx_*`` and ``phy_*`` of the receiver, the channel's ``injected_bit_errors``). Empty
+        for one DIMM (no link between DIMMs). ``ValueError`` without DIMM-Link."""
         if not self.link:
             raise ValueError("link_counters: this system has no DIMM-Link (build it with "
                              "CoreConfig(link=True))")
+        if self.rtl is not None:
+            return self.rtl.link_counters()
         return {} if self.fabric is None else self.fabric.counters()
 
     def __len__(self):
@@ -1284,6 +1296,8 @@ class NdpSystem:
     def close(self):
         for d in self.dimms:
             d.close()
+        if self.rtl is not None:
+            self.rtl.close()
 
     def store_weights_split(self, W: torch.Tensor, dtype=None) -> SplitWeights:
         """DOT weights ``W`` [N, K] with rows split as evenly as possible over the DIMMs."""
@@ -1301,19 +1315,24 @@ class NdpSystem:
         return SplitWeights(parts, tuple(W.shape), GEMV_DTYPES[W.dtype])
 
     def relayout(self, to_localized: bool, target: int, block_bytes: int, n_blocks: int, src,
-                 dst, staging) -> int:
-        """One RELAYOUT over every DIMM of the system (a DIMM-Link chain): each DIMM's descriptor
-        (``Dimm.relayout_descriptor``, group = the whole system) submitted, then all waited for.
-        ``src``, ``dst``, ``staging``: per DIMM its Buffer (staging: ``2 block_bytes`` of SRAM).
-        Returns the slowest member's cycles; a failed member raises :class:`NdpError`."""
-        if not all(len(b) == len(self.dimms) for b in (src, dst, staging)):
-            raise ValueError(f"src, dst and staging need one buffer per DIMM ({len(self.dimms)})")
-        descs = [d.relayout_descriptor(to_localized, len(self.dimms), target, block_bytes, n_blocks,
+                 dst, staging, members: int | None = None) -> int:
+        """One RELAYOUT over the first ``members`` DIMMs of the system (default all; a group is
+        the chain's first members): each member's descriptor (``Dimm.relayout_descriptor``)
+        submitted, then all waited for. ``src``, ``dst``, ``staging``: per member its Buffer
+        (staging: ``2 block_bytes`` of SRAM). Returns the slowest member's cycles; a failed
+        member raises :class:`NdpError`."""
+        members = len(self.dimms) if members is None else members
+        if not isinstance(members, int) or isinstance(members, bool) or not 1 <= members <= len(self.dimms):
+            raise ValueError(f"members must be 1..{len(self.dimms)}, got {members!r}")
+        group = self.dimms[:members]
+        if not all(len(b) == members for b in (src, dst, staging)):
+            raise ValueError(f"src, dst and staging need one buffer per member ({members})")
+        descs = [d.relayout_descriptor(to_localized, members, target, block_bytes, n_blocks,
                                        src[i].addr, dst[i].addr, staging[i].addr)
-                 for i, d in enumerate(self.dimms)]
-        for d, desc in zip(self.dimms, descs):
+                 for i, d in enumerate(group)]
+        for d, desc in zip(group, descs):
             d.submit([desc])
-        return max(d.wait([desc.id])[0].cycles for d, desc in zip(self.dimms, descs))
+        return max(d.wait([desc.id])[0].cycles for d, desc in zip(group, descs))
 
     def gemv_split(self, split: SplitWeights, x: torch.Tensor) -> torch.Tensor:
         """Dense ``W x`` with every DIMM computing its rows; results concatenated. ``last_run``

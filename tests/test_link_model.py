@@ -1,10 +1,16 @@
-"""DIMM-Link on the model backend: N DIMMs in a chain (``NdpSystem`` + ``cosim/link_model.py``).
+"""DIMM-Link between DIMMs through the driver API: N DIMMs in a chain (``NdpSystem``), on both backends.
 
-Remote writes, reads and atomic adds between the DIMMs' models through the
-driver API, a GEMV split over three DIMMs and merged by FP32 atomic adds (bit
-for bit the golden ``(y0 + y1) + y2``: the documented merge order is the
-order the host issues the adds in), the link's timing (hops, frames), and bad
-input. The single-DIMM link tests of ``tests/test_link_core.py`` run on both
+The same tests run on the model backend (``cosim/link_model.py``) and on the
+RTL backend, where the three cores are one Verilated ``link_system`` in the
+fast harness (``cosim/rtl_harness.py`` ``RtlSystem``: each core with its own
+DRAM model and host driver, the RTL link ports joined by C++ lane channels).
+Remote writes, reads and atomic adds, a GEMV split over three DIMMs and
+merged by FP32 atomic adds (bit for bit the golden ``(y0 + y1) + y2``: the
+documented merge order is the order the host issues the adds in), the link's
+timing (hops, frames; on the RTL against the model fitted to it), relayout
+round trips, bit errors on the links, and bad input that must change nothing.
+The RTL variants are ``sim`` (``make sim``): the three-core harness build takes
+minutes. The single-DIMM link tests of ``tests/test_link_core.py`` run on both
 backends.
 """
 
@@ -14,6 +20,7 @@ import torch
 
 from ndpdimm.cosim import golden
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.bench_link import model_relayout
 from ndpdimm.cosim.link_model import (DRAM_PACKET_CYCLES, DRAM_WORD_CYCLES, HOP_CYCLES,
                                      HOP_WORD_CYCLES, TARGET_PACKET_CYCLES, WRITE_WORD_CYCLES,
                                      LinkFabric)
@@ -27,9 +34,28 @@ CFG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=Tru
 DRAM = 1 << 39
 
 
-@pytest.fixture()
-def chain():
-    return NdpSystem(3, "model", CFG)
+#: Largest |RTL - model| / RTL accepted for one link descriptor on a quiet chain (the model's
+#: fit to the RTL, docs/dimm_link.md) and for a relayout (as tests/test_link_system.py).
+MODEL_TOLERANCE, RELAYOUT_TOLERANCE = 0.10, 0.3
+BACKENDS = ["model", pytest.param("rtl", marks=pytest.mark.sim)]
+
+
+@pytest.fixture(params=BACKENDS)
+def chain(request):
+    system = NdpSystem(3, request.param, CFG)
+    yield system
+    system.close()
+
+
+def sram_image(dimm) -> bytes:
+    """The whole SRAM of ``dimm``, read out by one DMA (works on both backends)."""
+    size = dimm.config.sram_size
+    tmp = dimm.alloc(size)
+    try:
+        dimm.run([dimm.dma_descriptor(1, tmp.addr, 0, size, "SRAM image")], "SRAM image")
+        return dimm.backend.dump(tmp.addr, size)
+    finally:
+        dimm.free(tmp)
 
 
 def _bytes(rng, n):
@@ -62,13 +88,15 @@ def test_remote_dram_write_lands_in_the_target_window(chain):
     assert torch.equal(b.read(dst, torch.uint8, (1536,)), data)
 
 
-def test_split_gemv_merged_by_atomic_adds_is_bit_exact(chain):
-    """W [64, 384] FP16 split by columns over three DIMMs; each computes its partial Y on its own
-    engine, DIMM 1 then DIMM 2 add theirs into DIMM 0's with ATOMIC_ADD (FP32)."""
+def check_split_gemv(chain):
+    """W [64, 128 n] FP16 split by columns over the n DIMMs; each computes its partial Y on its
+    own engine, DIMMs 1, 2, ... then add theirs into DIMM 0's with ATOMIC_ADD (FP32), in that
+    order: bit for bit the golden ``((y0 + y1) + y2) + ...``."""
+    n = len(chain)
     torch.manual_seed(3)
-    W = torch.randn(64, 384).half()
-    x = torch.randn(2, 384).half()
-    parts = [slice(128 * i, 128 * (i + 1)) for i in range(3)]
+    W = torch.randn(64, 128 * n).half()
+    x = torch.randn(2, 128 * n).half()
+    parts = [slice(128 * i, 128 * (i + 1)) for i in range(n)]
     partial = [d.gemv(d.store_weights(W[:, s].contiguous()), x[:, s].contiguous())
                for d, s in zip(chain, parts)]
     for y, s in zip(partial, parts):
@@ -77,7 +105,7 @@ def test_split_gemv_merged_by_atomic_adds_is_bit_exact(chain):
     bufs = [d.alloc_sram(y.numel() * 4) for d, y in zip(chain, partial)]
     for d, buf, y in zip(chain, bufs, partial):
         d.write(buf, y.contiguous())
-    for i in (1, 2):                                   # the merge order: DIMM 1, then DIMM 2
+    for i in range(1, n):                              # the merge order: DIMM 1, 2, ...
         d = chain[i]
         d.run([d.atomic_add_descriptor(0, bufs[0].addr, bufs[i].addr, bufs[i].nbytes)], f"merge {i}")
     got = chain[0].read(bufs[0], torch.float32, (2, 64))
@@ -90,6 +118,10 @@ def test_split_gemv_merged_by_atomic_adds_is_bit_exact(chain):
     assert torch.allclose(got.double(), ref, rtol=1e-5, atol=1e-4)
 
 
+def test_split_gemv_merged_by_atomic_adds_is_bit_exact(chain):
+    check_split_gemv(chain)
+
+
 def test_timing_grows_with_hops_and_frames(chain):
     a = chain[0]
     src = a.alloc_sram(4096)
@@ -100,6 +132,14 @@ def test_timing_grows_with_hops_and_frames(chain):
             cyc[i, n] = a.run([a.link_descriptor(i, dests[i].addr, src.addr, n)], "w")[0].cycles
     assert cyc[0, 1024] < cyc[1, 1024] < cyc[2, 1024]
     assert cyc[1, 64] < cyc[1, 1024] < cyc[1, 4096]
+    if chain[0].name == "rtl":       # the model was fitted to these: it must stay close
+        model = NdpSystem(3, "model", CFG)
+        m = model[0]
+        msrc, mdests = m.alloc_sram(4096), [model[i].alloc_sram(4096) for i in range(3)]
+        for (i, n), rtl in cyc.items():
+            got = m.run([m.link_descriptor(i, mdests[i].addr, msrc.addr, n)], "w")[0].cycles
+            assert abs(got - rtl) <= MODEL_TOLERANCE * rtl, f"{i} hops, {n} B: model {got}, RTL {rtl}"
+        return
     c = LinkConfig()
     # one hop, 1 KiB: the packet store-and-forward through the hop, the target's writes
     packet = TARGET_PACKET_CYCLES + 32 * WRITE_WORD_CYCLES
@@ -123,13 +163,13 @@ def test_bad_link_descriptors_change_nothing_anywhere(chain, fields, status):
     src = a.alloc_sram(64)
     a.write(src, torch.arange(16, dtype=torch.int32))
     target = b.alloc_sram(16384 - 64)          # the whole rest of DIMM 1's SRAM
-    before = b.backend.core.sram[:]
+    before = sram_image(b)
     f = {"dest": 1, "remote": 0, "sram": src.addr, "n_bytes": 64}
     f.update(fields)
     with pytest.raises(NdpError) as err:
         a.run([a.link_descriptor(f["dest"], f["remote"], f["sram"], f["n_bytes"])], "bad")
     assert err.value.status == status
-    assert b.backend.core.sram == before
+    assert sram_image(b) == before
     del target
 
 
@@ -144,12 +184,14 @@ def test_a_partly_refused_transfer_writes_only_its_good_packets(chain):
     with pytest.raises(NdpError) as err:
         a.run([a.link_descriptor(1, start, src.addr, 2048)], "partly refused")
     assert err.value.status == Status.REMOTE_RANGE
-    assert bytes(b.backend.core.sram[start:start + 1024]) == bytes(data[:1024].numpy())
+    assert sram_image(b)[start:start + 1024] == bytes(data[:1024].numpy())
 
 
-def test_link_systems_need_the_model_backend_and_a_link_build():
-    with pytest.raises(ValueError, match="model backend only"):
-        NdpSystem(2, "rtl", CFG)
+def test_link_systems_need_a_known_backend_and_a_link_build():
+    with pytest.raises(ValueError, match="'model' or 'rtl'"):
+        NdpSystem(2, "verilog", CFG)
+    with pytest.raises(ValueError, match="n_cores must be 1..4"):    # before any build
+        NdpSystem(5, "rtl", CFG)
     with pytest.raises(ValueError, match="link=True"):
         ModelBackend(CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4),
                      fabric=LinkFabric(2))
@@ -165,37 +207,66 @@ def _relayout_on_all(system, fields):
     return [d.wait([desc.id])[0] for d, desc in zip(system, descs)]
 
 
-def test_relayout_round_trip_over_three_dimms(chain):
-    """Striped -> localized on DIMM 2 -> striped again (to a new base): the blocks land where
-    ``relayout_moves`` says, the round trip gives back the original bytes, and the target's DRAM
-    (written one packet at a time by every member) bounds the time."""
+def relayout_round_trip(chain, B=512, n_blocks=10):
+    """Striped over every DIMM -> localized on the last -> striped again (to a new base): the
+    blocks land where the striping says and the round trip gives back the original bytes.
+    Returns the two phases' completions (one per member)."""
+    n = len(chain)
     rng = np.random.default_rng(7)
-    B, n_blocks = 512, 10
-    striped = [d.alloc(4 * B) for d in chain]
+    per = -(-n_blocks // n)
+    striped = [d.alloc(per * B) for d in chain]
     localized = [d.alloc(n_blocks * B) for d in chain]
-    back = [d.alloc(4 * B) for d in chain]
+    back = [d.alloc(per * B) for d in chain]
     staging = [d.alloc_sram(2 * B) for d in chain]
     for bufs in (striped, localized, back, staging):
         assert len({b.addr for b in bufs}) == 1, "the group needs the same addresses on every member"
     tensor = [bytes(rng.integers(0, 256, B, dtype=np.uint8)) for _ in range(n_blocks)]
     for k, block in enumerate(tensor):
-        chain[k % 3].backend.load(striped[0].addr + (k // 3) * B, block)
-    common = {"group_dimms": 3, "target": 2, "block_bytes": B, "n_blocks": n_blocks,
+        chain[k % n].backend.load(striped[0].addr + (k // n) * B, block)
+    common = {"group_dimms": n, "target": n - 1, "block_bytes": B, "n_blocks": n_blocks,
               "staging": staging[0].addr}
     there = _relayout_on_all(chain, {"to_localized": True, "src": striped[0].addr,
                                      "dst": localized[0].addr, **common})
-    assert [c.status for c in there] == [Status.OK] * 3
-    assert chain[2].backend.dump(localized[0].addr, n_blocks * B) == b"".join(tensor)
+    assert [c.status for c in there] == [Status.OK] * n
+    assert chain[n - 1].backend.dump(localized[0].addr, n_blocks * B) == b"".join(tensor)
     home = _relayout_on_all(chain, {"to_localized": False, "src": localized[0].addr,
                                     "dst": back[0].addr, **common})
-    assert [c.status for c in home] == [Status.OK] * 3
+    assert [c.status for c in home] == [Status.OK] * n
     for k, block in enumerate(tensor):
-        assert chain[k % 3].backend.dump(back[0].addr + (k // 3) * B, B) == block
+        assert chain[k % n].backend.dump(back[0].addr + (k // n) * B, B) == block
+    return there, home
+
+
+def test_relayout_round_trip_over_three_dimms(chain):
+    """The round trip over the three DIMMs; the target's DRAM (written one packet at a time by
+    every member) bounds the time on the model, and the model stays near the RTL."""
+    B, n_blocks = 512, 10
+    there, home = relayout_round_trip(chain, B, n_blocks)
+    if chain[0].name == "rtl":       # the model of the same relayout, fitted to the RTL
+        model = model_relayout(3, B, n_blocks, CFG)
+        for phase, m in zip((there, home), model):
+            r = max(c.cycles for c in phase)
+            assert abs(m - r) <= RELAYOUT_TOLERANCE * r, f"model {m} cycles, RTL {r}"
+        return
     # every member's blocks are written by DIMM 2's DRAM, one 512 B packet at a time
     per_block = DRAM_PACKET_CYCLES + DRAM_WORD_CYCLES * B // 32
     assert min(c.cycles for c in there) >= n_blocks * per_block
     # to striped: only the target sends (the others finish after the checks)
     assert home[2].cycles > n_blocks * per_block > home[0].cycles == home[1].cycles
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("n", [2, 4])
+def test_rtl_chains_of_two_and_four_cores(n):
+    """The other RTL system sizes (each its own harness build): the split GEMV merged by atomic
+    adds and the relayout round trip over all n DIMMs."""
+    system = NdpSystem(n, "rtl", CFG)
+    try:
+        assert [d.backend.csr_read("LINK_ID") for d in system] == [i | n << 4 for i in range(n)]
+        check_split_gemv(system)
+        relayout_round_trip(system, 512, 3 * n + 1)
+    finally:
+        system.close()
 
 
 @pytest.mark.parametrize("fields, status", [
@@ -206,7 +277,7 @@ def test_relayout_round_trip_over_three_dimms(chain):
     ({"dst": (1 << 35) - 1024}, Status.DRAM_RANGE),  # four blocks past the DIMM
     ({"staging": 16384 - 512}, Status.SRAM_RANGE),   # two staging blocks past the SRAM
 ])
-def test_bad_relayout_descriptors_change_nothing_on_the_model(chain, fields, status):
+def test_bad_relayout_descriptors_change_nothing(chain, fields, status):
     src = [d.alloc(1024) for d in chain]
     dst = [d.alloc(2048) for d in chain]
     for d, buf in zip(chain, dst):
@@ -219,3 +290,32 @@ def test_bad_relayout_descriptors_change_nothing_on_the_model(chain, fields, sta
     assert err.value.status == status
     for d, buf in zip(chain, dst):
         assert d.backend.dump(buf.addr, 2048) == bytes(2048)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bit_errors_on_the_links_cost_replays_never_data(backend):
+    """At a BER of 1e-4 on every lane, 4 KiB writes over two hops and a read back arrive
+    exactly; the counters show the replays that made them so."""
+    system = NdpSystem(3, backend, CFG, link_ber=1e-4, link_seed=5)
+    try:
+        rng = np.random.default_rng(9)
+        a, c = system[0], system[2]
+        src, back, far = a.alloc_sram(4096), a.alloc_sram(4096), c.alloc_sram(4096)
+        for k in range(3):
+            data = _bytes(rng, 4096)
+            a.write(src, data)
+            a.run([a.link_descriptor(2, far.addr, src.addr, 4096)], f"write {k}")
+            assert torch.equal(c.read(far, torch.uint8, (4096,)), data)
+            a.run([a.link_descriptor(2, far.addr, back.addr, 4096, read=True)], f"read {k}")
+            assert torch.equal(a.read(back, torch.uint8, (4096,)), data)
+        counters = system.link_counters()
+        assert set(counters) == {"0->1", "1->0", "1->2", "2->1"}
+        if backend == "rtl":
+            assert sum(r["injected_bit_errors"] for r in counters.values()) > 0
+            assert sum(r["rx_crc_errors"] + r["phy_sync_errors"] for r in counters.values()) > 0
+            assert sum(r["tx_replays"] for r in counters.values()) > 0
+        else:
+            assert sum(r["crc_errors"] for r in counters.values()) > 0
+            assert sum(r["replays"] for r in counters.values()) > 0
+    finally:
+        system.close()

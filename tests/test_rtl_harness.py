@@ -18,7 +18,7 @@ from ndpdimm.cosim.benches.gemv_datapath import job_from_spec
 from ndpdimm.cosim.benches.ndp_core import (SRAM_IDX, SRAM_X, SRAM_Y, STAGE_IDX, STAGE_X, STAGE_Y,
                                             WINDOW, _round, stage_gemv)
 from ndpdimm.cosim.gemv_job import EngineShape
-from ndpdimm.cosim.rtl_harness import HarnessMismatch, RtlBackend, build_harness
+from ndpdimm.cosim.rtl_harness import HarnessMismatch, RtlBackend, RtlSystem, build_harness
 from ndpdimm.hw.descriptors import Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.memory_port import Status
 from ndpdimm.hw.ndp_core import ndp_core_from_config
@@ -154,6 +154,56 @@ def test_host_traffic_while_computing(core):
     done = core.run()
     assert all(c.ok for c in done)
     assert (prog.results(core, job, y_pitch) == job.result_bits()).all()
+
+
+def test_background_host_stream(core):
+    """Host reads issued by the harness itself every 40 cycles while a GEMV program runs (no
+    Python call per read): the program stays bit exact, the reads were issued at that pace and
+    completed with their latency measured; once stopped, no more are issued."""
+    prog = Program(SMALL)
+    job = job_from_spec({"op": "dense", "dtype": "int8", "rows": 64, "cols": 512, "batch": 2},
+                        prog.shape, 37)
+    words, y_pitch = prog.stage(core, job)
+    host = 1 << 27                                          # outside the NDP window
+    core.load(host, bytes(range(256)) * 16)
+    start = core.cycle
+    core.host_stream(host, 4096, 40)
+    core.submit(words)
+    done = core.run()
+    elapsed = core.cycle - start
+    assert all(c.ok for c in done)
+    assert (prog.results(core, job, y_pitch) == job.result_bits()).all()
+    stats = core.host_stream_stats()
+    assert elapsed // 40 <= stats["issued"] <= elapsed // 40 + 1
+    assert stats["issued"] - 4 <= stats["completed"] <= stats["issued"]
+    assert 0 < stats["mean_latency"] <= stats["max_latency"] < 2000
+    core.host_stream(0, 0, 1)                               # stop
+    core.run_cycles(400)
+    stopped = core.host_stream_stats()
+    core.run_cycles(400)
+    assert core.host_stream_stats()["issued"] == stopped["issued"]
+    assert stopped["completed"] == stopped["issued"]        # the ones in flight finished
+    cap = core.org.capacity_bytes
+    for addr, n, spacing in ((100, 64, 10), (host, 100, 10), (host, 64, 0), (cap - 64, 128, 5)):
+        with pytest.raises(ValueError):
+            core.host_stream(addr, n, spacing)
+    assert core.host_stream_stats() == stopped              # refused calls changed nothing
+
+
+def test_rtl_system_arguments_are_checked_before_building(core):
+    linked = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=True)
+    with pytest.raises(ValueError, match="2 or more cores"):
+        RtlSystem(linked, 1)
+    with pytest.raises(ValueError, match="n_cores must be 1..4"):
+        RtlSystem(linked, 5)
+    with pytest.raises(ValueError, match="link=True"):
+        RtlSystem(SMALL, 2)
+    with pytest.raises(ValueError, match="latency"):
+        RtlSystem(linked, 3, latency=-1)
+    with pytest.raises(ValueError, match="ber"):
+        RtlSystem(linked, 3, ber=1.0)
+    with pytest.raises(HarnessMismatch, match="1 core"):     # a one-core library
+        RtlSystem(linked, 3, library=core.library)
 
 
 def test_bad_input(core):
