@@ -22,6 +22,14 @@ design starts in the time it takes to elaborate (a few seconds; memoised per
 process). Concurrent builders of one hash wait on a file lock. The build
 reports its phases and the number of C++ objects compiled.
 
+Several cores. :class:`RtlSystem` builds 2-4 cores of a ``CoreConfig(link=True)``
+joined by their DIMM-Link ports (``cosim/link_system.py``'s top) into one
+library (``build/harness/link_system<n>-<hash16>/``): each core has its own DRAM
+model and host driver, the links' lanes cross C++ channels (latency, bit-error
+rate, random bit offsets), and ``system.cores[i]`` is core ``i``'s
+:class:`RtlBackend`. ``harness_ports.h`` (generated) binds each core's and link
+end's ports for the one C++ driver. Every C call names its core.
+
 Waveforms. ``RtlBackend(config, waves=(path, first_cycle, last_cycle))``
 uses a second build with Verilator's VCD tracing compiled in (tracing costs
 speed even when idle, so the default library has none) and records the NDP
