@@ -120,6 +120,24 @@ def test_gemv_program_bit_exact(core, i):
     assert core.csr_read("DRAM_BURSTS_READ") - reads0 == gemv.dram_bytes // 64
 
 
+def test_profile_splits_the_loop_time(core):
+    """``profile``: off, nothing is counted; on, every eval() and run loop is timed (the
+    model's evaluation is most of the loop, never more than it); off again, the totals stay."""
+    base = core.profile()
+    core.run_cycles(200)
+    assert core.profile() == base, "counted while profiling was off"
+    core.profile(True)
+    core.run_cycles(500)
+    on = core.profile(False)
+    # at least one eval per edge: 500 NDP cycles are 1000 NDP edges (DRAM edges share some)
+    assert on["evals"] - base["evals"] >= 1000
+    eval_s, loop_s = on["eval_seconds"] - base["eval_seconds"], on["loop_seconds"] - base["loop_seconds"]
+    assert 0 < eval_s <= loop_s
+    assert 0 <= on["harness_share"] < 1
+    core.run_cycles(200)
+    assert core.profile() == on
+
+
 def test_rejected_descriptors_change_nothing(core):
     prog = Program(SMALL)
     marker = random.Random(5).randbytes(256)

@@ -50,6 +50,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -322,6 +323,12 @@ struct ndph {
     int64_t dram_cycle = 0;       // DRAM falling edges since reset was released (checker cycle)
     int reset_edges = 0;
     bool in_reset = true;
+
+    // where the CPU time of the clocking loop goes (ndph_profile): off by default
+    bool profile = false;
+    int64_t eval_ns = 0;     // inside the Verilated model's eval()
+    int64_t loop_ns = 0;     // inside run_until's loop (eval + DRAM model + drivers + channels)
+    int64_t evals = 0;
 
     bool idle() const {
         for (const auto& c : cores) if (!c->idle()) return false;
@@ -602,6 +609,20 @@ int32_t ndp_fall(ndph* h, Core& k, bool* changed) {
     return NDPH_OK;
 }
 
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The Verilated model's eval(), timed when profiling.
+void evaluate(ndph* h) {
+    if (!h->profile) { h->top->eval(); return; }
+    const int64_t t0 = now_ns();
+    h->top->eval();
+    h->eval_ns += now_ns() - t0;
+    h->evals++;
+}
+
 void dump_trace(ndph* h) {
 #ifdef NDPH_TRACE
     if (h->trace && h->ndp_cycle >= h->trace_from && h->ndp_cycle <= h->trace_to)
@@ -630,7 +651,7 @@ void clock_edges(ndph* h, bool* ndp_rise, bool* ndp_fall_edge, bool* dram_fall_e
         if (h->dram_high) h->next_dram_edge = now + NDPH_DRAM_PERIOD_PS / 2;
         else { *dram_fall_edge = true; h->next_dram_edge = now + (NDPH_DRAM_PERIOD_PS - NDPH_DRAM_PERIOD_PS / 2); }
     }
-    t->eval();
+    evaluate(h);
     if (*ndp_rise) {
         if (h->in_reset) {
             if (++h->reset_edges == 4) { h->in_reset = false; t->rst = 0; t->dram_rst = 0; }
@@ -642,7 +663,6 @@ void clock_edges(ndph* h, bool* ndp_rise, bool* ndp_fall_edge, bool* dram_fall_e
 
 // Advance to the next clock edge(s) and evaluate; devices, drivers and links act at falling edges.
 int32_t step(ndph* h) {
-    Vtop* t = h->top.get();
     bool ndp_rise, ndp_fall_edge, dram_fall_edge;
     clock_edges(h, &ndp_rise, &ndp_fall_edge, &dram_fall_edge);
     dump_trace(h);
@@ -664,7 +684,7 @@ int32_t step(ndph* h) {
         for (Channel& ch : h->channels) changed |= ch.step();
 #endif
     }
-    if (changed) t->eval();   // the drivers' and channels' new inputs settle before anyone samples them
+    if (changed) evaluate(h);   // the drivers' and channels' new inputs settle before anyone samples them
     if (ndp_fall_edge) {      // what goes in at the next rising edge
         for (auto& k : h->cores) {
             k->csr_ready_seen = k->csr_presented && *k->p.csr_ready;
@@ -679,12 +699,15 @@ template <class Done>
 int32_t run_until(ndph* h, int64_t max_cycles, Done done) {
     if (h->dead) return fail(h, NDPH_DEAD, "the harness stopped after an earlier error: " + h->error);
     const int64_t stop = h->ndp_cycle + max_cycles;
+    const int64_t t0 = h->profile ? now_ns() : 0;
+    int32_t st = NDPH_OK;
     while (!done()) {
-        if (h->ndp_cycle >= stop) return NDPH_MAX_CYCLES;
-        int32_t st = step(h);
-        if (st) return st;
+        if (h->ndp_cycle >= stop) { st = NDPH_MAX_CYCLES; break; }
+        st = step(h);
+        if (st) break;
     }
-    return NDPH_OK;
+    if (h->profile) h->loop_ns += now_ns() - t0;
+    return st;
 }
 
 // The core a call names, or nullptr (and a VALUE_ERROR) when there is no such core.
@@ -1011,6 +1034,14 @@ void ndph_trace_close(ndph* h) {
 /// The measurement baseline: only clock the Verilated model for n NDP cycles (both clocks,
 /// the same edges as step()), with no DRAM model, no driver and no link channel. Returns
 /// cycles run.
+/// Time the clocking loop from now on (on != 0) or stop; out (when not null): nanoseconds in
+/// the Verilated model's eval(), nanoseconds in the loop as a whole, number of evals.
+int32_t ndph_profile(ndph* h, int32_t on, int64_t out[3]) {
+    if (on >= 0) h->profile = on != 0;
+    if (out) { out[0] = h->eval_ns; out[1] = h->loop_ns; out[2] = h->evals; }
+    return NDPH_OK;
+}
+
 int64_t ndph_bare_clock(ndph* h, int64_t n) {
     const int64_t stop = h->ndp_cycle + n;
     bool rise, fall, dram_fall_edge;
