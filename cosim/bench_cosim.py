@@ -89,8 +89,8 @@ class RecordingBackend(Backend):
             self.sim_seconds += self.clock() - t
 
     def backend_seconds(self) -> float:
-        """``sim_seconds`` less the timer's own cost (``process_time`` is a system call: tens
-        of microseconds here, more than a model call), measured on empty calls."""
+        """``sim_seconds`` less the timer's own cost (``process_time`` is a system call of
+        microseconds, as long as a model call), measured on empty calls."""
         n, t0 = 2000, self.sim_seconds
         for _ in range(n):
             self._timed(int)
@@ -259,15 +259,32 @@ def measure_cocotb(config: CoreConfig, rec: RecordingBackend, out_dir: Path, wra
     return got
 
 
-def measure_model(config: CoreConfig, scale: int, rtl_records) -> dict:
+#: The model's calls take microseconds: ``process_time`` (a system call of about that cost)
+#: would blur them, so the model is timed by the wall clock, best of this many fresh runs.
+MODEL_REPEATS = 5
+
+
+def _model_run(config: CoreConfig, scale: int):
     from ndpdimm.sw.driver import Dimm
     from ndpdimm.cosim.model_backend import ModelBackend
-    rec = RecordingBackend(ModelBackend(config, functional=False))
+    rec = RecordingBackend(ModelBackend(config, functional=False), clock=time.perf_counter)
     dimm = Dimm(rec)
-    c0, t0 = rec.cycle, time.process_time()
+    c0, t0 = rec.cycle, time.perf_counter()
     out = workload(dimm, scale, check=False)
-    wall = time.process_time() - t0
-    cycles = rec.cycle - c0
+    wall = time.perf_counter() - t0
+    return rec, dimm, out, rec.cycle - c0, wall
+
+
+def measure_model(config: CoreConfig, scale: int, rtl_records, repeats: int = MODEL_REPEATS) -> dict:
+    runs = []
+    for _ in range(repeats):
+        rec, dimm, out, cycles, wall = _model_run(config, scale)
+        runs.append((rec.backend_seconds(), wall, rec, dimm, out, cycles))
+        if len(runs) > 1:
+            runs[-1][3].close()
+    best_backend, best_wall = min(r[0] for r in runs), min(r[1] for r in runs)
+    _, _, rec, dimm, out, cycles = runs[0]
+    assert all(r[5] == cycles for r in runs), "the model is deterministic: same cycles every run"
     errors = []
     for m, r in zip(out["descriptors"], rtl_records):
         if m["opcode"] != r["opcode"] or r["cycles"] <= 0:
@@ -277,11 +294,13 @@ def measure_model(config: CoreConfig, scale: int, rtl_records) -> dict:
     dimm.close()
     rel = [abs(e["error"]) for e in errors]
     calib = getattr(rec.inner, "perf", None)
-    backend = rec.backend_seconds()
-    return {"cycles": cycles, "cpu_seconds": wall, "backend_cpu_seconds": backend,
+    backend = best_backend
+    return {"cycles": cycles, "timing": f"wall clock (perf_counter), best of {repeats} fresh runs",
+            "wall_seconds": best_wall, "backend_seconds": backend,
+            "backend_seconds_each_run": [r[0] for r in runs],
             "backend_calls": rec.calls,
             "cycles_per_second": _speed(cycles, backend),
-            "end_to_end_cycles_per_second": _speed(cycles, wall),
+            "end_to_end_cycles_per_second": _speed(cycles, best_wall),
             "descriptors_per_second": _speed(len(out["descriptors"]), backend),
             "calibration": getattr(calib, "source", None),
             "per_descriptor": errors,
@@ -299,7 +318,9 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
                           "columns), row gather 25 % batch 1, column gather 25 % (256 outputs), "
                           "SiLU / multiply over 8192 FP16, softmax over 4096, with their DMAs",
               "timing": "CPU seconds of the simulating process (time.process_time), so other jobs "
-                        "on the machine do not distort the figures; wall seconds are recorded too",
+                        "on the machine do not distort the figures; wall seconds are recorded too. "
+                        "The model's calls take microseconds: it is timed by the wall clock, best "
+                        f"of {MODEL_REPEATS} fresh runs",
               "goals": {"harness_vs_bare": ">= 0.90", "harness_vs_model_eval": ">= 0.90", "harness_vs_cocotb": ">= 10x",
                         "model_vs_harness": ">= 1000x", "model_error": "<= 3 % mean abs (held-out, "
                         "see cosim/calibration and docs/perf_model.md)"},

@@ -55,10 +55,12 @@ BUILD_ROOT_ENV = "NDPDIMM_RTL_BUILD_ROOT"
 #: 68 s build / 48 k cycles/s; ``-O3`` 88 s / 45 k; ``-O3 -CFLAGS -O2`` 117 s / 49 k.
 VERILATOR_FLAGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--no-public-flat-rw")
 #: C++ optimisation of the model's hot code (``OPT_FAST`` in ``verilated.mk``, default
-#: ``-Os``). g++ 12 at ``-Os`` is pathological on very long functions: the 256-unit
-#: datapath's weight-streamer ring becomes one 23 k-line ``_nba_sequent`` function
-#: that had not compiled after 28 CPU minutes; the same file takes 18 s at ``-O1``
-#: and 7 s at ``-O0``. ``-O1`` keeps most of the simulation speed.
+#: ``-Os``) in cocotb builds: a bench's own Python work dominates its run time, so the
+#: quicker build wins. (g++ 12 at ``-Os`` was once pathological here: the 256-unit
+#: weight-streamer ring was one 23 k-line function that had not compiled after 28 CPU
+#: minutes; the ring is now split per unit.) The fast harness, where the model's
+#: evaluation is nearly all the time, uses ``-Os`` with Verilator ``-O3``
+#: (``rtl_harness.CXX_OPT``); ``build(..., cxx_opt=, extra_flags=)`` builds that way too.
 CXX_OPT_FAST = "-O1"
 #: The cocotb runner always passes ``--public-flat-rw``, which makes every signal of
 #: every instance VPI-visible: Verilator then cannot optimise, and the symbol tables
