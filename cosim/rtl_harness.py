@@ -744,12 +744,13 @@ class RtlBackend(Backend):
         self._lib.ndph_trace_close(self._h)
 
     def profile(self, enable=None) -> dict:
-        """Where the clocking loop's CPU time goes. ``enable`` True / False starts / stops
-        timing every ``eval()`` of the Verilated model and every run loop (each costs two
-        clock reads, about 1 % of a 16-unit core's cycle); None only reads. Returns the
-        totals since the instance was created: ``eval_seconds`` (the model's own evaluation),
-        ``loop_seconds`` (the run loops: evaluation plus DRAM model, drivers and channels),
-        ``evals`` and ``harness_share`` (the part of the loops spent outside the model)."""
+        """Where the clocking loop's time goes, by the steady clock. ``enable`` True / False
+        starts / stops timing every ``eval()`` of the Verilated model and every run loop
+        (two clock reads per ``eval()``: at most a few per cent of a 16-unit core's cycle, less
+        for larger cores); None only reads. Returns the totals since the instance was
+        created: ``eval_seconds`` (the model's own evaluation), ``loop_seconds`` (the run
+        loops: evaluation plus DRAM model, drivers and channels), ``evals`` and
+        ``harness_share`` (the part of the loops spent outside the model)."""
         out = (ctypes.c_int64 * 3)()
         on = -1 if enable is None else int(bool(enable))
         self._check(self._lib.ndph_profile(self._h, on, out))

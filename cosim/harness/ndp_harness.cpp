@@ -324,7 +324,7 @@ struct ndph {
     int reset_edges = 0;
     bool in_reset = true;
 
-    // where the CPU time of the clocking loop goes (ndph_profile): off by default
+    // where the clocking loop's time goes, by the steady clock (ndph_profile): off by default
     bool profile = false;
     int64_t eval_ns = 0;     // inside the Verilated model's eval()
     int64_t loop_ns = 0;     // inside run_until's loop (eval + DRAM model + drivers + channels)
@@ -1031,17 +1031,18 @@ void ndph_trace_close(ndph* h) {
 #endif
 }
 
-/// The measurement baseline: only clock the Verilated model for n NDP cycles (both clocks,
-/// the same edges as step()), with no DRAM model, no driver and no link channel. Returns
-/// cycles run.
-/// Time the clocking loop from now on (on != 0) or stop; out (when not null): nanoseconds in
-/// the Verilated model's eval(), nanoseconds in the loop as a whole, number of evals.
+/// Time the clocking loop (steady clock) from now on (on > 0), stop (on == 0) or only read
+/// (on < 0); out (when not null): nanoseconds in the Verilated model's eval(), nanoseconds in
+/// the run loops as a whole, number of evals.
 int32_t ndph_profile(ndph* h, int32_t on, int64_t out[3]) {
     if (on >= 0) h->profile = on != 0;
     if (out) { out[0] = h->eval_ns; out[1] = h->loop_ns; out[2] = h->evals; }
     return NDPH_OK;
 }
 
+/// The measurement baseline: only clock the Verilated model for n NDP cycles (both clocks,
+/// the same edges as step()), with no DRAM model, no driver and no link channel. Returns
+/// cycles run.
 int64_t ndph_bare_clock(ndph* h, int64_t n) {
     const int64_t stop = h->ndp_cycle + n;
     bool rise, fall, dram_fall_edge;
