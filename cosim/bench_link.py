@@ -133,25 +133,11 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
         torch.manual_seed(11)
         rows_, cols = gemv_shape
         W, x = torch.randn(rows_, cols).half(), torch.randn(2, cols).half()
-        step = cols // n
-        parts = [slice(step * i, step * (i + 1)) for i in range(n)]
-        partial = [d.gemv(d.store_weights(W[:, s].contiguous()), x[:, s].contiguous())
-                   for d, s in zip(system, parts)]
-        bufs = [d.alloc_sram(y.numel() * 4) for d, y in zip(system, partial)]
-        for d, buf, y in zip(system, bufs, partial):
-            d.write(buf, y.contiguous())
-        merge_cycles = []
-        for i in range(1, n):
-            d = system[i]
-            merge_cycles.append(d.run([d.atomic_add_descriptor(0, bufs[0].addr, bufs[i].addr,
-                                                               bufs[i].nbytes)], "merge")[0].cycles)
-        got = system[0].read(bufs[0], torch.float32, (2, rows_)).numpy().view(np.uint32)
+        got, partial, merge_cycles = system.gemv_merged(W, x)
         acc = partial[0].numpy().view(np.uint32)
         for y in partial[1:]:
             acc = golden.accumulate_bits(acc, y.numpy().view(np.uint32), is_int=False)
-        bit_exact = bool(np.array_equal(got, np.asarray(acc, dtype=np.uint32)))
-        for d, b in zip(system, bufs):
-            d.free(b)
+        bit_exact = bool(np.array_equal(got.numpy().view(np.uint32), np.asarray(acc, dtype=np.uint32)))
 
         timing = []
         a, m = system[0], model[0]
@@ -175,6 +161,7 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
         cpu = time.process_time() - cpu0
     finally:
         system.close()
+        model.close()
     return {"what": f"{n} RTL NdpCores (8 units, 16 KiB SRAM) joined by {n - 1} DIMM-Links in the "
                     "fast C++ harness (cosim/rtl_harness.py RtlSystem: 2-cycle channels, random "
                     "bit offsets per lane), driven through NdpSystem(3, 'rtl', ...)",

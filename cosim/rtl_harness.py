@@ -432,9 +432,8 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
         if progress:
             _log(f"building the harness of {what} {json.dumps(config.core_params())} "
                  f"({lines} lines of Verilog{', waves' if waves else ''}) -> {out_dir}")
-        env = {**os.environ, **verilator_env()}
+        env = {**os.environ, **verilator_env(cxx_opt)}
         env.pop("VERILATOR_ROOT", None)
-        env["MAKEFLAGS"] = f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={cxx_opt}"
         start = time.monotonic()
         log = out_dir / "build.log"
         with open(log, "w") as f, _Progress(out_dir / "obj", progress):

@@ -1334,6 +1334,34 @@ class NdpSystem:
             d.submit([desc])
         return max(d.wait([desc.id])[0].cycles for d, desc in zip(group, descs))
 
+    def gemv_merged(self, W: torch.Tensor, x: torch.Tensor):
+        """Dense ``W x`` split by columns over the DIMMs of a DIMM-Link chain (DIMM ``i`` takes
+        columns ``[K i / n, K (i + 1) / n)``): each computes its partial FP32 product on its own
+        engine, then DIMMs 1, 2, ... in that order add theirs into DIMM 0's with ATOMIC_ADD, so
+        the result is bit for bit ``((y0 + y1) + y2) + ...``. Returns ``(y, partials,
+        merge_cycles)``: the merged product read from DIMM 0, each DIMM's partial product and
+        each merge descriptor's cycles. The SRAM buffers it used are freed."""
+        if not self.link:
+            raise ValueError("gemv_merged needs a DIMM-Link system (CoreConfig(link=True))")
+        n, K = len(self.dimms), W.shape[1]
+        cols = [slice(K * i // n, K * (i + 1) // n) for i in range(n)]
+        partial = [d.gemv(d.store_weights(W[:, c].contiguous()), x[..., c].contiguous())
+                   for d, c in zip(self.dimms, cols)]
+        bufs = [d.alloc_sram(y.numel() * 4) for d, y in zip(self.dimms, partial)]
+        try:
+            for d, buf, y in zip(self.dimms, bufs, partial):
+                d.write(buf, y.contiguous())
+            merge_cycles = []
+            for i in range(1, n):                          # the merge order: DIMM 1, 2, ...
+                d = self.dimms[i]
+                desc = d.atomic_add_descriptor(0, bufs[0].addr, bufs[i].addr, bufs[i].nbytes)
+                merge_cycles.append(d.run([desc], f"merge {i}")[0].cycles)
+            y = self.dimms[0].read(bufs[0], torch.float32, tuple(partial[0].shape))
+        finally:
+            for d, b in zip(self.dimms, bufs):
+                d.free(b)
+        return y, partial, merge_cycles
+
     def gemv_split(self, split: SplitWeights, x: torch.Tensor) -> torch.Tensor:
         """Dense ``W x`` with every DIMM computing its rows; results concatenated. ``last_run``
         holds each DIMM's cycles and the parallel time."""
