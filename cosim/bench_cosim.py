@@ -117,6 +117,9 @@ class RecordingBackend(Backend):
     def csr_read(self, name):
         return self._timed(self.inner.csr_read, name)
 
+    def counters(self):
+        return self._timed(self.inner.counters)
+
     def submit(self, words):
         words = list(words)
         self.inner.submit(words)

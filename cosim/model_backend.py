@@ -49,7 +49,7 @@ from ndpdimm.hw.memory_port import BURST_BYTES, Status
 from ndpdimm.hw.ndp_core import core_caps
 from ndpdimm.hw.ndp_registers import ID_VALUE, REGISTERS, register
 from .act_program import elem_bytes as act_elem_bytes
-from .backend import Backend, Completion, CoreConfig, check_word
+from .backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
 from .core_model import ACT_OPCODES, CoreModel
 from .perf_model import RefreshDebt, Timing
 
@@ -245,6 +245,12 @@ class ModelBackend(Backend):
         if n == "CSR_ERRORS" or n in PERF_COUNTERS:
             return self._counts[n] & _MASK64
         return 0                                  # wo / w1 registers and CQ_* read 0
+
+    def counters(self):
+        """The :data:`~ndpdimm.cosim.backend.COUNTER_REGISTERS` in one call (what ``csr_read``
+        of each would return; the driver reads them around every run)."""
+        c = self._counts
+        return {n: (self._cycle if n == "CYCLES" else c[n]) & _MASK64 for n in COUNTER_REGISTERS}
 
     def csr_write(self, name, value):
         r = self._register(name)

@@ -31,7 +31,7 @@ needed. The RAM's read port is shared with the engine's result drain
 (``acc_row``).
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -117,11 +117,14 @@ class LaneReducer(wiring.Component):
         # the accumulator this lane adds into, and its value before the add
         acc_lane = Mux(self.axpy, self.lane, 0)
         running = Signal(ACC_BITS)                    # DOT running sum
-        from_ram = Mux(self.clear, 0, read.data.word_select(acc_lane, ACC_BITS))
+        # lane selections are case muxes (Array), not variable shifts of the whole row: the
+        # same logic, but Verilator evaluates a shift of a 512-bit row word by word
+        ram_lanes = Array(read.data.word_select(i, ACC_BITS) for i in range(ACC_LANES))
+        from_ram = Mux(self.clear, 0, ram_lanes[acc_lane])
         fresh = self.axpy | (self.lane == 0)
         current = Mux(fresh, from_ram, running)
 
-        fp_lane = products.fp[self.lane[:3]]
+        fp_lane = Array(products.fp[i] for i in range(FP_LANES))[self.lane[:3]]
         m.submodules.to_fp32 = to_fp32 = ProductToFp32()
         m.submodules.adder = adder = Fp32Adder()
         m.d.comb += [
@@ -133,7 +136,8 @@ class LaneReducer(wiring.Component):
             adder.b.eq(to_fp32.product),
         ]
         int_sum = Signal(ACC_BITS)
-        m.d.comb += int_sum.eq(current + products.int[self.lane].as_signed())
+        int_lane = Array(products.int[i] for i in range(INT_LANES))[self.lane]
+        m.d.comb += int_sum.eq(current + int_lane.as_signed())
         result = Mux(is_int8, int_sum, adder.sum)
 
         with m.If(self.add):

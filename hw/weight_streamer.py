@@ -478,11 +478,15 @@ class WeightStreamer(wiring.Component):
                          ld_left.eq(ld_left - 1)]
 
         # ---- ring: response writes -------------------------------------------------------
-        # Per rank r: which units its burst feeds (unit_hit, U bits), which slots (slot_hit),
+        # Per rank r: which units its burst feeds (unit_match[r][u]), which slots (slot_hit),
         # and the burst word each slot/unit position takes (cand[r][t][u % 4]). Every ring
         # word is written by at most one response per cycle, so the rank terms are OR-ed.
+        # The unit decode is one small compare per unit (not a one-hot shift of a U-bit
+        # constant), and each column's write enables come from its own R match bits: the
+        # same logic, in word-sized pieces, which is what keeps a 256-unit ring cheap to
+        # simulate (Verilator evaluates a wide shift word by word at each use).
         vbits = [Signal(U, name=f"ring_valid_{t}") for t in range(RB)]
-        unit_hit, slot_hit, cand = [], [], []
+        unit_match, slot_hit, cand = [], [], []
         for r in range(R):
             resp = self.mem.resp[r]
             m.d.comb += resp.ready.eq(1)
@@ -491,12 +495,11 @@ class WeightStreamer(wiring.Component):
             nw_r = resp.payload.tag[RBb + Ub:RBb + Ub + 2] + 1
             rdata = resp.payload.data
             words = [rdata.word_select(q, WORD_BITS) for q in range(WORDS_PER_BURST)]
-            uh = Signal(U, name=f"resp{r}_unit_hit")
-            quad = Signal(U // 4, name=f"resp{r}_quad")
-            m.d.comb += [quad.eq(Const(1, U // 4) << x_r),
-                         uh.eq(Mux(is_axpy, Cat(quad[u // 4] for u in range(U)),
-                                   Const(1, U) << x_r))]
-            unit_hit.append(uh)
+            match = [Signal(name=f"resp{r}_unit{u}") for u in range(U)]
+            for u in range(U):
+                # DOT: the burst's unit; AXPY: its 4 units 4x .. 4x+3
+                m.d.comb += match[u].eq(Mux(is_axpy, x_r == u // 4, x_r == u))
+            unit_match.append(match)
             sh, cd = [], []
             for t in range(RB):
                 delta = Signal(RBb, name=f"resp{r}_delta_{t}")
@@ -505,23 +508,25 @@ class WeightStreamer(wiring.Component):
                              hit.eq(resp.valid & Mux(is_axpy, t_r == t, delta < nw_r))]
                 sh.append(hit)
                 dot_word = Signal(WORD_BITS, name=f"resp{r}_dot_word_{t}")
-                m.d.comb += dot_word.eq(rdata.word_select(delta[:2], WORD_BITS))
+                m.d.comb += dot_word.eq(Array(words)[delta[:2]])
                 cd.append([Mux(is_axpy, words[q], dot_word) for q in range(WORDS_PER_BURST)])
             slot_hit.append(sh)
             cand.append(cd)
         # the ring's words live in one RingColumn per unit (hw/ring_column.py)
+        slot_hits = Signal(RB * R)                    # bit t * R + r, as the columns' wen
+        m.d.comb += slot_hits.eq(Cat(slot_hit[r][t] for t in range(RB) for r in range(R)))
         columns = [self._column(m, u) for u in range(U)]
-        for t in range(RB):
-            hits = [Signal(U, name=f"ring_hit_{t}_resp{r}") for r in range(R)]
-            wen = Signal(U, name=f"ring_wen_{t}")
-            for r in range(R):
-                m.d.comb += hits[r].eq(Mux(slot_hit[r][t], unit_hit[r], 0))
-            m.d.comb += wen.eq(_or_all(hits))
-            m.d.sync += vbits[t].eq(vbits[t] | wen)
-            for u in range(U):
+        for u in range(U):
+            ranks_here = Cat(unit_match[r][u] for r in range(R))
+            m.d.comb += columns[u].wen.eq(slot_hits & Cat(*([ranks_here] * RB)))
+            for t in range(RB):
                 for r in range(R):
-                    m.d.comb += [columns[u].wen[t * R + r].eq(hits[r][u]),
-                                 getattr(columns[u], f"data_{t}_{r}").eq(cand[r][t][u % 4])]
+                    m.d.comb += getattr(columns[u], f"data_{t}_{r}").eq(cand[r][t][u % 4])
+        unit_hit = [Cat(unit_match[r]) for r in range(R)]
+        for t in range(RB):
+            wen = Signal(U, name=f"ring_wen_{t}")
+            m.d.comb += wen.eq(_or_all([Mux(slot_hit[r][t], unit_hit[r], 0) for r in range(R)]))
+            m.d.sync += vbits[t].eq(vbits[t] | wen)
 
         # ---- ring: head beat ---------------------------------------------------------------
         out_t = out_beat[:RBb]
