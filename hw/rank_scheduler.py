@@ -45,7 +45,7 @@ after its ACT) and ``refreshes`` are kept for performance reports.
 
 import enum
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,6 +104,17 @@ class _Countdown:
         self.m.d.sync += self.value.eq(nxt)
 
 
+class _ReadyBits:
+    """The ``ready`` bits of some countdowns packed into one signal, indexed like an Array."""
+
+    def __init__(self, m, countdowns, name):
+        self.bits = Signal(len(countdowns), name=name)
+        m.d.comb += self.bits.eq(Cat(c.ready for c in countdowns))
+
+    def __getitem__(self, index):
+        return self.bits.bit_select(index, 1)
+
+
 class RankScheduler(wiring.Component):
     """Command scheduler of one rank (see module docstring)."""
 
@@ -160,12 +171,14 @@ class RankScheduler(wiring.Component):
         c_rfc = _Countdown(m, t.tRFC, "rfc_ok")
         c_faw = [_Countdown(m, t.tFAW, f"faw{i}") for i in range(4)]
 
-        act_ok = Array(c.ready for c in c_act)
-        col_ok = Array(c.ready for c in c_col)
-        pre_ok = Array(c.ready for c in c_pre)
-        ccd_ok = Array(c.ready for c in c_ccd)
-        rrd_ok = Array(c.ready for c in c_rrd)
-        wtr_ok = Array(c.ready for c in c_wtr)
+        # readiness per bank / bank group as packed bits, selected with bit_select (a narrow
+        # shift, cheaper to simulate than a case mux per lookup)
+        act_ok = _ReadyBits(m, c_act, "act_ok")
+        col_ok = _ReadyBits(m, c_col, "col_ok")
+        pre_ok = _ReadyBits(m, c_pre, "pre_ok")
+        ccd_ok = _ReadyBits(m, c_ccd, "ccd_ok")
+        rrd_ok = _ReadyBits(m, c_rrd, "rrd_ok")
+        wtr_ok = _ReadyBits(m, c_wtr, "wtr_ok")
         faw_ok = Signal()
         m.d.comb += faw_ok.eq(sum(~c.ready for c in c_faw) < 4)
         rank_ok = c_rfc.ready
@@ -182,9 +195,14 @@ class RankScheduler(wiring.Component):
         # ---- per-entry readiness ------------------------------------------------------------
         hit = Signal(Q)
         col_ready = Signal(Q)
+        # bank group, bank, row and column are adjacent fields: one compare of that slice
+        lay = self.req_layout
+        assert list(lay.members)[1:5] == ["bank_group", "bank", "row", "column"]
+        coord_lo = lay["bank_group"].offset
+        coord_hi = lay["column"].offset + Shape.cast(lay["column"].shape).width
+
         def same_burst(a, b):
-            return ((a.bank_group == b.bank_group) & (a.bank == b.bank) & (a.row == b.row) &
-                    (a.column == b.column))
+            return a.as_value()[coord_lo:coord_hi] == b.as_value()[coord_lo:coord_hi]
 
         for i in range(Q):
             e = q[i]
@@ -201,8 +219,8 @@ class RankScheduler(wiring.Component):
         wanted_urgent = Signal(n_banks)
         for b in range(n_banks):
             in_b = [hit[i] & (bank_index(q[i].bank_group, q[i].bank) == b) for i in range(Q)]
-            m.d.comb += [wanted[b].eq(sum(in_b) != 0),
-                         wanted_urgent[b].eq(sum(x & q[i].urgent for i, x in enumerate(in_b)) != 0)]
+            m.d.comb += [wanted[b].eq(Cat(in_b).any()),
+                         wanted_urgent[b].eq(Cat(x & q[i].urgent for i, x in enumerate(in_b)).any())]
 
         # oldest column-ready entry, oldest non-hit entry; urgent entries first
         col_sel = Signal(range(Q))
@@ -240,7 +258,7 @@ class RankScheduler(wiring.Component):
                 m.d.comb += [pre_target.eq(b), pre_target_ok.eq(pre_ok[b])]
         all_closed = open_ == 0
         all_act_ok = Signal()
-        m.d.comb += all_act_ok.eq(sum(~c.ready for c in c_act) == 0)
+        m.d.comb += all_act_ok.eq(Cat(c.ready for c in c_act).all())
 
         with m.If(~rank_ok):
             pass
@@ -324,13 +342,12 @@ class RankScheduler(wiring.Component):
         m.d.comb += self.req.ready.eq((q_count < Q) | dequeue)
         count_after = Mux(dequeue, q_count - 1, q_count)
         for i in range(Q):
-            src = Mux(dequeue & (i >= col_sel), i + 1, i)  # shift entries above the removed one
+            move = dequeue & (i >= col_sel)           # shift entries above the removed one
             shifted_valid = Signal(name=f"sv{i}")
             shifted = Signal(self.req_layout, name=f"sh{i}")
             m.d.comb += [
-                shifted_valid.eq(q_valid.bit_select(src, 1) if i + 1 < Q else
-                                 Mux(dequeue & (i >= col_sel), 0, q_valid[i])),
-                shifted.eq(q[src] if i + 1 < Q else q[i]),
+                shifted_valid.eq(Mux(move, q_valid[i + 1] if i + 1 < Q else 0, q_valid[i])),
+                shifted.eq(Mux(move, q[i + 1], q[i]) if i + 1 < Q else q[i]),
             ]
             with m.If(enq & (count_after == i)):
                 m.d.sync += [q[i].eq(self.req.payload), q_valid[i].eq(1)]
