@@ -8,6 +8,8 @@ changed: in the NDP core that is five evaluations per NDP cycle. Behind a flop
 the resets are state, and that logic runs only when its own clock ticks
 (measured: the 8-unit core's bare clock loop 3-4 k -> 18-23 k cycles/s, see
 docs/cosim.md). Cost: each reset takes effect one cycle of its clock later.
+Under cocotb the flops must stay private: ``rtl_build`` makes only the top's
+ports VPI-visible, because a VPI-writable flop counts as an input again.
 
 The wrapper has exactly the ports of ``ndp_core``, so benches and the C++
 harness drive it as they would the core. The fast harness
