@@ -39,7 +39,7 @@ from pathlib import Path
 
 __all__ = [
     "VERILATOR_FLAGS", "PARAMS_ENV", "BUILD_ROOT_ENV",
-    "verilator_bin_dir", "verilator_env", "build_cache_dir", "default_build_root",
+    "verilator_bin_dir", "verilator_env", "module_ports", "public_ports_vlt", "build_cache_dir", "default_build_root",
     "elaborate", "build", "run", "RunResult", "bench_params",
 ]
 
@@ -71,27 +71,36 @@ CXX_OPT_FAST = "-O1"
 #: module: a VPI-writable signal counts as an input, so with the reset flops of
 #: ``cosim/sim_top.py``'s wrapper public, all logic behind them was re-evaluated at every
 #: ``eval()`` (Verilator's ``ico`` region) and the 16-unit core ran a third slower
-#: under cocotb (9.8 k against 14.4 k cycles/s, ``bench_cosim``).
+#: under cocotb (9.8 k against 14.4 k cycles/s on the RTL of the time, ``bench_cosim``).
 PUBLIC_VLT_LINE = 'public_flat_rw -module "{toplevel}" -var "{port}"\n'
 
 
-def top_port_names(verilog_text: str, toplevel: str) -> list:
-    """Port names of module ``toplevel`` from its header ``module name(a, b, ...);``."""
-    m = re.search(r"^\s*module\s+\\?" + re.escape(toplevel) + r"\s*\(([^)]*)\)\s*;",
-                  verilog_text, re.M)
-    if m is None:
-        raise RuntimeError(f"module {toplevel!r} not found in the elaborated Verilog")
-    names = [n.strip() for n in m.group(1).split(",") if n.strip()]
-    if not names:
-        raise RuntimeError(f"module {toplevel!r} has no ports")
-    return names
+#: A port declaration of Amaranth's (or our wrappers') Verilog: direction, width, name.
+_PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]*)\s*;")
+
+
+def module_ports(verilog: str, module: str) -> list:
+    """``(direction, width, name)`` of the ports of ``module`` in Amaranth's ``verilog``, in order
+    (width ``"[N:0]"`` or ``""``)."""
+    start = verilog.find(f"module {module}(")
+    if start < 0:
+        raise RuntimeError(f"module {module!r} not found in the Verilog")
+    body = verilog[start:verilog.index("endmodule", start)]
+    ports = []
+    for line in body.splitlines()[1:]:
+        m = _PORT.match(line)
+        if m:
+            ports.append((m.group(1), m.group(2) or "", m.group(3)))
+    if not ports:
+        raise RuntimeError(f"no ports found for module {module}")
+    return ports
 
 
 def public_ports_vlt(verilog_text: str, toplevel: str) -> str:
     """Verilator configuration making the ports of ``toplevel`` (only) VPI read/write."""
     return "`verilator_config\n" + "".join(
         PUBLIC_VLT_LINE.format(toplevel=toplevel, port=p)
-        for p in top_port_names(verilog_text, toplevel))
+        for _, _, p in module_ports(verilog_text, toplevel))
 
 
 #: Added per waves format. FST is far smaller than VCD, but Verilator 5.48's FST

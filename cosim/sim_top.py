@@ -17,31 +17,15 @@ harness drive it as they would the core. The fast harness
 :func:`ndp_core_sim_verilog` (top ``ndp_sim_top``) as their factory.
 """
 
-import re
+from .rtl_build import module_ports
 
 __all__ = ["module_ports", "reset_register_wrapper", "ndp_core_sim_verilog", "SIM_TOP"]
 
 #: Top module of :func:`ndp_core_sim_verilog`.
 SIM_TOP = "ndp_sim_top"
 
-_PORT = re.compile(r"^\s*(input|output)\s*(\[\d+:0\])?\s*([A-Za-z_][A-Za-z0-9_$]*)\s*;")
 #: reset input -> the clock it is registered in
 _RESETS = {"rst": "clk", "dram_rst": "dram_clk"}
-
-
-def module_ports(verilog: str, module: str) -> list:
-    """``(direction, width, name)`` of the ports of ``module`` in Amaranth's ``verilog``, in order
-    (width ``"[N:0]"`` or ``""``)."""
-    start = verilog.index(f"module {module}(")
-    body = verilog[start:verilog.index("endmodule", start)]
-    ports = []
-    for line in body.splitlines()[1:]:
-        m = _PORT.match(line)
-        if m:
-            ports.append((m.group(1), m.group(2) or "", m.group(3)))
-    if not ports:
-        raise RuntimeError(f"no ports found for module {module}")
-    return ports
 
 
 def reset_register_wrapper(core_verilog: str, top: str, module: str = "ndp_core") -> str:
