@@ -1,17 +1,17 @@
-"""The interface between the host driver (``sw/driver.py``) and one simulated NDP-DIMM.
+"""The interface between the host driver (``sw/driver/dimm.py``) and one simulated NDP-DIMM.
 
 Two backends implement it and the driver cannot tell them apart:
 
 * ``rtl``   -- the Verilated ``NdpCore`` in a shared library with a C++ harness
   that owns both clocks, the DRAM model and the register interface
-  (``cosim/rtl_harness.py``): cycle counts are the RTL's own.
+  (``cosim/rtl/harness.py``): cycle counts are the RTL's own.
 * ``model`` -- a transaction-level performance model calibrated against the
-  RTL backend (``cosim/model_backend.py``, ``cosim/perf_model.py``): cycle
+  RTL backend (``cosim/model/backend.py``, ``cosim/model/perf.py``): cycle
   counts are predictions; functional results come from the golden model.
 
 Everything a backend does is expressed in the core's own terms: DIMM-local
 byte addresses, 256-bit descriptor words (``hw/descriptors.py``), registers by
-name (``hw/ndp_registers.py``) and completion records. Backends never raise for
+name (``hw/registers.py``) and completion records. Backends never raise for
 a descriptor the core rejects: that is a completion with an error status
 (the driver turns it into an exception). They raise ``ValueError`` for misuse
 of the interface itself (an address outside the DIMM, a word wider than 256
@@ -25,8 +25,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from ndpdimm.hw.descriptors import DESCRIPTOR_BITS, Opcode
-from ndpdimm.hw.dram_config import load_dram_config
-from ndpdimm.hw.memory_port import Status
+from ndpdimm.hw.memory.dram import load_dram_config
+from ndpdimm.hw.memory.port import Status
 
 __all__ = ["CoreConfig", "Completion", "Backend", "BACKENDS", "COUNTER_REGISTERS", "check_word"]
 

@@ -1,7 +1,7 @@
 """Descriptor formats of the NDP core's command queue: one 256-bit word per descriptor.
 
 The host stages a descriptor in ``DESC0..DESC3`` and pushes it (see
-``hw/ndp_registers.py``). Every descriptor starts with the same header:
+``hw/registers.py``). Every descriptor starts with the same header:
 ``opcode`` (4 bits, :class:`Opcode`) and ``id`` (12 bits, echoed in its
 completion); the rest is the operation's own layout, all of them views of the
 same 256 bits (:data:`DESCRIPTOR_BITS`). The layouts here are the single
@@ -14,27 +14,27 @@ host's protection window), ``sram`` fields SRAM byte addresses.
 Operations and their data layouts:
 
 * ``GEMV`` - weights in DRAM in the weight streamer's layout
-  (``hw/weight_streamer.py``), activations ``X`` in SRAM (``x_addr``, row pitch
+  (``hw/memory/weight_streamer.py``), activations ``X`` in SRAM (``x_addr``, row pitch
   ``x_pitch``), optional index list (uint32 entries at ``idx_addr``), results
   FP32/INT32 to SRAM (``y_addr``, row pitch ``y_pitch``), ``accumulate`` adds
-  them to what is there (``hw/result_writer.py``).
-* ``DMA`` - ``n_bytes`` between ``dram`` and ``sram`` (``hw/dma_engine.py``).
+  them to what is there (``hw/gemv/result_writer.py``).
+* ``DMA`` - ``n_bytes`` between ``dram`` and ``sram`` (``hw/memory/dma.py``).
 * ``FENCE`` - completes when every earlier descriptor has completed (the core
   runs descriptors one at a time in queue order, so a FENCE completes at once
   when it is dispatched; it exists so host code does not depend on that).
 * ``LINK_SEND`` - ``n_bytes`` between this DIMM's SRAM (``sram``) and the SRAM
   of DIMM ``dest`` (``remote``) over DIMM-Link: ``read = 0`` writes local data
   there, ``read = 1`` reads it here (``link_descriptor_layout``;
-  ``hw/link_transaction.py`` has the checks and semantics).
+  ``hw/link/transaction.py`` has the checks and semantics).
 * ``ATOMIC_ADD`` - adds ``n_bytes`` of FP32 (``int32 = 0``) or INT32 lanes from
   this SRAM into DIMM ``dest``'s SRAM at ``remote`` (same layout).
   In a core built without DIMM-Link both complete with ``Status.UNSUPPORTED``.
 * ``RELAYOUT`` - converts a tensor between striped and localized layout over
   a group of DIMMs (``relayout_descriptor_layout``; semantics and checks in
-  ``hw/relayout_unit.py``). Needs DIMM-Link (else ``Status.UNSUPPORTED``).
+  ``hw/link/relayout.py``). Needs DIMM-Link (else ``Status.UNSUPPORTED``).
 * ``ACT``, ``SOFTMAX``, ``ELTWISE`` - activation-unit operations SRAM to SRAM
   (``act_descriptor_layout``; semantics and checks in
-  ``hw/activation_sequencer.py``).
+  ``hw/activation/sequencer.py``).
 * Opcode 0 and 10..15 are not defined: ``Status.BAD_OPCODE``.
 """
 

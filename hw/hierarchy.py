@@ -33,8 +33,8 @@ def replicated_verilog(engine, streamer) -> str:
     ``streamer`` (WeightStreamer) instantiate: ``gemv_unit`` and ``ring_column``, once each."""
     from amaranth.back import verilog
 
-    from .gemv_unit import GEMV_UNIT_MODULE, GemvUnit
-    from .ring_column import RING_COLUMN_MODULE, RingColumn
+    from ndpdimm.hw.gemv.unit import GEMV_UNIT_MODULE, GemvUnit
+    from ndpdimm.hw.memory.ring_column import RING_COLUMN_MODULE, RingColumn
     unit = GemvUnit(engine.radix_bits, engine.max_batch)
     column = RingColumn(streamer.ring_beats, streamer.ranks)
     return (verilog.convert(unit, name=GEMV_UNIT_MODULE) + "\n" +

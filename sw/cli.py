@@ -2,30 +2,30 @@
 
 Subcommands:
 
-* ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/hermes_demo.py``);
-  ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/demo.py``)
-* ``ndpdimm bench``   performance figures as JSON (``cosim/bench_gemv.py``, ``cosim/bench_dram_gemv.py``,
-  ``cosim/bench_cosim.py``, ``cosim/bench_link.py``, ``sw/bench_hermes.py``, ``sw/bench_trimoe.py``,
-  ``sw/bench_rapid.py``, ``sw/bench_sweep.py``)
+* ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/scenarios/hermes/demo.py``);
+  ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/layer/engine_demo.py``)
+* ``ndpdimm bench``   performance figures as JSON (``cosim/bench/gemv.py``, ``cosim/bench/dram_gemv.py``,
+  ``cosim/bench/speed.py``, ``cosim/bench/link.py``, ``sw/scenarios/hermes/bench.py``, ``sw/scenarios/trimoe/bench.py``,
+  ``sw/scenarios/rapid/bench.py``, ``sw/sweep/bench.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
-  ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/run_layer.py``)
+  ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/layer/run.py``)
 * ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
-  (``cosim/calibrate.py``)
+  (``cosim/model/calibrate.py``)
 * ``ndpdimm synth``   Yosys synthesis and the area report (``synth/command.py``)
 * ``ndpdimm hermes``  the Hermes scenario: a dense LLM on a GPU + NDP-DIMMs against its baselines,
-  or a sweep (``sw/hermes.py``, ``sw/hermes_report.py``)
+  or a sweep (``sw/scenarios/hermes/scenario.py``, ``sw/scenarios/hermes/report.py``)
 * ``ndpdimm trimoe``  the TriMoE scenario: MoE layers over GPU, AMX CPU and NDP-DIMMs against
-  GPU only / GPU+CPU / GPU+NDP (``sw/trimoe.py``, ``sw/trimoe_report.py``); ``--check``: a
-  reduced MoE with every NDP expert run on the chosen backend and checked (``sw/trimoe_check.py``)
+  GPU only / GPU+CPU / GPU+NDP (``sw/scenarios/trimoe/scenario.py``, ``sw/scenarios/trimoe/report.py``); ``--check``: a
+  reduced MoE with every NDP expert run on the chosen backend and checked (``sw/scenarios/trimoe/check.py``)
 * ``ndpdimm rapid``   the RAPID scenario: power-aware disaggregated prefill/decode LLM serving on
   an 8-GPU node under a power cap, static and dynamic configurations and an NDP-DIMM decode tier
-  on one trace (``sw/rapid.py``, ``sw/rapid_report.py``); ``--save-trace`` / ``--trace`` write
+  on one trace (``sw/scenarios/rapid/scenario.py``, ``sw/scenarios/rapid/report.py``); ``--save-trace`` / ``--trace`` write
   and replay the request trace
 * ``ndpdimm sweep FILE`` a design-space sweep on Dask distributed (LocalCluster or
-  ``--scheduler tcp://HOST:PORT``), cached per point (``sw/sweep.py``, ``sw/sweep_jobs.py``)
+  ``--scheduler tcp://HOST:PORT``), cached per point (``sw/sweep/run.py``, ``sw/sweep/jobs.py``)
 * ``ndpdimm regress``   the RTL regression sharded over a Dask cluster, one merged pass/fail
-  report (``sw/regress.py``; ``make sim SCHEDULER=tcp://HOST:PORT``)
+  report (``sw/sweep/regress.py``; ``make sim SCHEDULER=tcp://HOST:PORT``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -39,8 +39,8 @@ __all__ = ["main"]
 
 
 _positive = positive_int
-# ndpdimm.sw.rapid imports torch (seconds): its choices are repeated here so that parsing stays
-# fast; tests/test_rapid_report.py checks they equal rapid.MODES, PATTERNS and KV_PATHS.
+# ndpdimm.sw.scenarios.rapid.scenario imports torch (seconds): its choices are repeated here so that parsing stays
+# fast; tests/sw/scenarios/rapid/test_report.py checks they equal rapid.MODES, PATTERNS and KV_PATHS.
 RAPID_MODES = ("static", "dynamic-power", "dynamic", "all")
 RAPID_PATTERNS = ("steady", "bursty")
 RAPID_KV_PATHS = ("host", "p2p", "direct")
@@ -97,13 +97,13 @@ def _parser():
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
-                        "(cosim/bench_cosim.py); dimm_link: link goodput, latency and goodput "
-                        "under bit errors (cosim/bench_link.py); hermes: tokens/s of every system "
-                        "for every model (sw/bench_hermes.py); trimoe: MoE layer latency of every "
-                        "system per model and batch, scheduler time (sw/bench_trimoe.py); rapid: "
+                        "(cosim/bench/speed.py); dimm_link: link goodput, latency and goodput "
+                        "under bit errors (cosim/bench/link.py); hermes: tokens/s of every system "
+                        "for every model (sw/scenarios/hermes/bench.py); trimoe: MoE layer latency of every "
+                        "system per model and batch, scheduler time (sw/scenarios/trimoe/bench.py); rapid: "
                         "simulator speed on an hour at peak load and the serving results table "
-                        "per workload and pattern (sw/bench_rapid.py); sweep: Dask sweep scaling "
-                        "from 1 to 2 workers and per-task overhead (sw/bench_sweep.py)")
+                        "per workload and pattern (sw/scenarios/rapid/bench.py); sweep: Dask sweep scaling "
+                        "from 1 to 2 workers and per-task overhead (sw/sweep/bench.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
     b.add_argument("--units", type=_positive, default=None,
@@ -118,7 +118,7 @@ def _parser():
                         "count, max 4; dimm_link 2)")
     b.add_argument("--points-file", default=None,
                    help="dram_gemv: JSON list of points to run instead of the default set "
-                        "(see cosim/bench_dram_gemv.py; e.g. bench/dram_gemv_points.json)")
+                        "(see cosim/bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
 
     r = sub.add_parser("run-layer", help="run one real all-MiniLM-L6-v2 MLP layer or attention step "
@@ -138,9 +138,9 @@ def _parser():
     r.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    from ndpdimm.cosim import calibrate
+    from ndpdimm.cosim.model import calibrate
     c = sub.add_parser("calibrate", help="fit the performance model (model backend) to cycle counts "
-                                         "of the RTL backend; writes cosim/calibration/<config>.json")
+                                         "of the RTL backend; writes cosim/model/calibration/<config>.json")
     calibrate.add_arguments(c)
 
     from ndpdimm.synth import command as synth_command
@@ -298,48 +298,48 @@ def main(argv=None):
         if args.command == "demo" and not args.real_layer:
             if args.threshold < 0:
                 raise ValueError(f"threshold must be >= 0, got {args.threshold}")
-            from .hermes_demo import run_hermes_demo
+            from ndpdimm.sw.scenarios.hermes.demo import run_hermes_demo
             return run_hermes_demo(out_dir=args.out_dir, model=args.model)
         elif args.command == "demo":
-            from .demo import DEFAULT_SENTENCE, run_demo
+            from ndpdimm.sw.layer.engine_demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,
                      sentence=args.sentence or DEFAULT_SENTENCE, threshold=args.threshold,
                      out=args.out, from_dram=not args.engine_only)
         elif args.command == "bench":
             if args.suite in ("gemv_engine", "all"):
-                from ndpdimm.cosim.bench_gemv import run_bench
+                from ndpdimm.cosim.bench.gemv import run_bench
                 kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
                 run_bench(out=f"{args.out_dir}/gemv_engine.json", **kw)
             if args.suite in ("cosim", "all"):
-                from ndpdimm.cosim.bench_cosim import run_bench as run_cosim_bench
+                from ndpdimm.cosim.bench.speed import run_bench as run_cosim_bench
                 units = (args.units,) if args.units else (256, 16)
                 run_cosim_bench(units=units, build_options=args.build_options,
                                 out=f"{args.out_dir}/cosim.json")
             if args.suite in ("dimm_link", "all"):
-                from ndpdimm.cosim.bench_link import run_link_bench
+                from ndpdimm.cosim.bench.link import run_link_bench
                 run_link_bench(out=f"{args.out_dir}/dimm_link.json", jobs=args.jobs or 2)
             if args.suite in ("hermes", "all"):
-                from .bench_hermes import run_hermes_bench
+                from ndpdimm.sw.scenarios.hermes.bench import run_hermes_bench
                 run_hermes_bench(out=f"{args.out_dir}/hermes.json")
             if args.suite in ("trimoe", "all"):
-                from .bench_trimoe import run_trimoe_bench
+                from ndpdimm.sw.scenarios.trimoe.bench import run_trimoe_bench
                 run_trimoe_bench(out=f"{args.out_dir}/trimoe.json")
             if args.suite in ("rapid", "all"):
-                from .bench_rapid import run_rapid_bench
+                from ndpdimm.sw.scenarios.rapid.bench import run_rapid_bench
                 run_rapid_bench(out=f"{args.out_dir}/rapid.json")
             if args.suite in ("sweep", "all"):
-                from .bench_sweep import run_sweep_bench
+                from ndpdimm.sw.sweep.bench import run_sweep_bench
                 run_sweep_bench(out=f"{args.out_dir}/sweep.json")
             if args.suite in ("dram_gemv", "all"):
-                from ndpdimm.cosim.bench_dram_gemv import run_dram_bench
+                from ndpdimm.cosim.bench.dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
                                         ("cols", args.cols), ("ring_beats", args.ring_beats),
                                         ("jobs", args.jobs), ("points_file", args.points_file))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
         elif args.command == "run-layer":
-            from .run_layer import run_layer
-            from .real_layer import DEFAULT_SENTENCE
+            from ndpdimm.sw.layer.run import run_layer
+            from ndpdimm.sw.layer.model import DEFAULT_SENTENCE
             result = run_layer(backend=args.backend, layer=args.layer, units=args.units,
                                batch=args.batch, model_layer=args.model_layer, head=args.head,
                                sentence=args.sentence or DEFAULT_SENTENCE, json_out=args.json,
@@ -347,14 +347,14 @@ def main(argv=None):
             if not result["bit_exact_vs_golden"]:
                 return 1
         elif args.command == "calibrate":
-            from ndpdimm.cosim import calibrate
+            from ndpdimm.cosim.model import calibrate
             calibrate.run(args)
         elif args.command == "synth":
             from ndpdimm.synth import command as synth_command
             synth_command.run(args)
         elif args.command == "hermes":
-            from .hermes import HermesConfig
-            from .hermes_report import hermes_command
+            from ndpdimm.sw.scenarios.hermes.scenario import HermesConfig
+            from ndpdimm.sw.scenarios.hermes.report import hermes_command
             values = None
             if args.values is not None:
                 conv = float if args.sweep == "hot_share" else int
@@ -378,12 +378,12 @@ def main(argv=None):
                            trace_file=args.trace)
         elif args.command == "trimoe":
             if args.check:
-                from .trimoe_check import trimoe_check_command
+                from ndpdimm.sw.scenarios.trimoe.check import trimoe_check_command
                 result = trimoe_check_command(backend=args.backend, out_dir=args.out_dir,
                                               seed=args.seed)
                 return 0 if result["ok"] else 1
-            from .trimoe import SYSTEMS, TriMoeConfig
-            from .trimoe_report import trimoe_command
+            from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig
+            from ndpdimm.sw.scenarios.trimoe.report import trimoe_command
             systems = SYSTEMS if args.systems is None else tuple(args.systems.split(","))
             cfg = TriMoeConfig(model=args.model, hardware=args.hardware, batch=args.batch,
                                steps=args.steps, profile_steps=args.profile_steps,
@@ -395,8 +395,8 @@ def main(argv=None):
                                link_ber=args.link_ber)
             trimoe_command(cfg, out_dir=args.out_dir)
         elif args.command == "rapid":
-            from .rapid import RapidConfig
-            from .rapid_report import rapid_command
+            from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
+            from ndpdimm.sw.scenarios.rapid.report import rapid_command
             if args.trace is not None and args.rate_scale is not None:
                 raise ValueError("--rate-scale applies to generated traces, not to --trace "
                                  f"{args.trace!r} (it is replayed as recorded)")
@@ -409,8 +409,8 @@ def main(argv=None):
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
             rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
         elif args.command == "sweep":
-            from .sweep import load_sweep, run_sweep
-            from .sweep_jobs import JOBS, job_parameters
+            from ndpdimm.sw.sweep.run import load_sweep, run_sweep
+            from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
             if args.list_jobs:
                 for name, job in JOBS.items():
                     params = ", ".join(f"{k}={d!r}" for k, (_, d) in job_parameters(name).items())
@@ -430,7 +430,7 @@ def main(argv=None):
             print(f"wrote {result.out_dir}/results.csv, results.jsonl, summary.json, sweep.png")
             return 0 if result.count("ok") == len(result.records) else 1
         elif args.command == "regress":
-            from .regress import run_regression
+            from ndpdimm.sw.sweep.regress import run_regression
             if args.scheduler and not args.scheduler.startswith(("tcp://", "tls://")):
                 raise ValueError(f"--scheduler must be an address like tcp://HOST:PORT, got "
                                  f"{args.scheduler!r}")
@@ -439,7 +439,7 @@ def main(argv=None):
                                     out_dir=args.out_dir, timeout=args.timeout)
             return 0 if report["passed"] else 1
         elif args.command == "verilog":
-            from ndpdimm.hw.gemv_engine import engine_verilog
+            from ndpdimm.hw.gemv.engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,
                                   radix_bits=args.radix_bits)
             if args.output == "-":

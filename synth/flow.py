@@ -56,8 +56,8 @@ import sys
 import time
 from pathlib import Path
 
-from .liberty import load_library
-from .sram_macro import macro_area_um2, macros_from_yosys_json
+from ndpdimm.synth.liberty import load_library
+from ndpdimm.synth.sram_macro import macro_area_um2, macros_from_yosys_json
 
 __all__ = ["CLOCK_PERIOD_PS", "GROUP_LINES", "YosysError", "synth_root", "yosys_script",
            "split_modules", "synthesize", "compose", "GENERIC_FF", "yosys_version"]
@@ -83,7 +83,7 @@ class YosysError(RuntimeError):
 
 def synth_root() -> Path:
     """``<repo>/build/synth`` (``./build/synth`` outside a checkout)."""
-    from ndpdimm.cosim.rtl_build import build_cache_dir
+    from ndpdimm.cosim.rtl.build import build_cache_dir
     return build_cache_dir("synth")
 
 

@@ -5,7 +5,7 @@ unit than parallel multipliers of the same throughput?" by synthesizing both
 with the same flow and library (``synth/report.py`` prints the head-to-head).
 
 What one multiplier does: the same job as one lane of
-``hw/multiplier_unit.py``, in one cycle instead of ``serial_digits`` cycles.
+``hw/gemv/multiplier.py``, in one cycle instead of ``serial_digits`` cycles.
 Each cycle it takes one FP16 (or BF16, by ``dtype``) weight and activation
 into operand registers and, one cycle later, registers the exact unsigned
 significand product (11 x 11 -> 22 bits, hidden bits included; zero /
@@ -28,7 +28,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.formats import Dtype, check_int, serial_digits
-from ndpdimm.hw.multiplier_unit import FP_LANES, FP_MANT_BITS, significand
+from ndpdimm.hw.gemv.multiplier import FP_LANES, FP_MANT_BITS, significand
 
 __all__ = ["ParallelFp16Multipliers", "matching_multipliers", "products_per_cycle"]
 

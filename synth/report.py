@@ -15,8 +15,8 @@ import datetime
 import json
 from pathlib import Path
 
-from . import scaling, sram_macro
-from .flow import CLOCK_PERIOD_PS, compose
+from ndpdimm.synth import scaling, sram_macro
+from ndpdimm.synth.flow import CLOCK_PERIOD_PS, compose
 
 __all__ = ["block_row", "core_breakdown", "multiplier_comparison", "composition_check",
            "write_reports"]

@@ -1,0 +1,1 @@
+"""ndpdimm.cosim.gemv."""

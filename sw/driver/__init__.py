@@ -1,0 +1,1 @@
+"""ndpdimm.sw.driver.dimm."""

@@ -1,0 +1,253 @@
+"""The scenarios' catalogue: model shapes and hardware, from TOML files with their sources.
+
+Models (``sw/configs/models/<name>.toml``): the shapes of a decoder-only
+transformer as its public configuration gives them (hidden size, layers,
+query and K/V heads, MLP width and kind, vocabulary, positions), the source
+URL and the nominal parameter count, which :func:`load_model` checks against
+the count the shapes imply (within ``PARAM_TOLERANCE``: a typo in a width is
+caught). Hardware (``sw/configs/hardware/<name>.toml``): a system's GPU,
+PCIe link, host and NDP-DIMMs, every number with its source or marked as an
+assumption in the file.
+
+Every key of a file is required and no other key is accepted: a missing,
+unknown or mistyped key raises :class:`CatalogError` naming the file and the
+key, before anything runs. ``load_model`` / ``load_hardware`` take a built-in
+name (``list_models()`` / ``list_hardware()``) or a path to a TOML file of the
+same form.
+"""
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+__all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie", "Host", "NdpDimms", "Hardware",
+           "load_model", "load_hardware", "list_models", "list_hardware", "PARAM_TOLERANCE",
+           "CONFIG_DIR"]
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+#: Largest relative difference between a model file's nominal parameter count and its shapes'.
+PARAM_TOLERANCE = 0.03
+
+
+class CatalogError(ValueError):
+    """A catalogue file is missing, malformed, or describes an impossible configuration."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer's shapes (see ``sw/configs/models``)."""
+    name: str
+    source: str
+    nominal_params_b: float
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    max_positions: int
+    learned_positions: bool
+    mlp: str                  # "plain" (up, act, down) or "gated" (down(act(gate) * up))
+    activation: str           # "relu", "gelu", "silu"
+    tied_embeddings: bool
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V) per token: K/V heads x head size."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def attention_params(self) -> int:
+        """Q, K, V and output projections of one layer."""
+        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
+
+    @property
+    def mlp_params(self) -> int:
+        """The MLP of one layer: up and down (and gate when gated)."""
+        return (3 if self.mlp == "gated" else 2) * self.hidden * self.ffn
+
+    @property
+    def params(self) -> int:
+        """Weights the shapes imply (norms and biases left out: well under 0.1 %)."""
+        embed = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        if self.learned_positions:
+            embed += self.max_positions * self.hidden
+        return embed + self.layers * (self.attention_params + self.mlp_params)
+
+    def kv_bytes_per_token(self, elem_bytes: int = 2) -> int:
+        """KV-cache bytes one token adds over all layers."""
+        return 2 * self.layers * self.kv_dim * elem_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_gb: float
+    memory_bandwidth_gbs: float
+    fp16_tflops: float
+    board_power_w: float
+    compute_efficiency: float
+    memory_efficiency: float
+    kernel_overhead_us: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Pcie:
+    name: str
+    lanes: int
+    gt_per_s: float
+    encoding_efficiency: float
+    protocol_efficiency: float
+    latency_us: float          # one small transfer's latency (DMA set-up, flight, completion)
+
+    @property
+    def gbytes_per_s(self) -> float:
+        """Achieved bandwidth per direction, GB/s."""
+        return self.lanes * self.gt_per_s / 8 * self.encoding_efficiency * self.protocol_efficiency
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    name: str
+    memory_gb: float
+    memory_bandwidth_gbs: float
+    fp32_tflops: float
+    memory_efficiency: float
+
+
+@dataclasses.dataclass(frozen=True)
+class NdpDimms:
+    dimms: int
+    capacity_gb: float
+    link_gbs: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    name: str
+    gpu: Gpu
+    pcie: Pcie
+    host: Host
+    ndp: NdpDimms
+
+
+_MLP_KINDS = ("plain", "gated")
+_ACTIVATIONS = ("relu", "gelu", "silu")
+_EFFICIENCIES = ("compute_efficiency", "memory_efficiency", "encoding_efficiency",
+                 "protocol_efficiency")
+
+
+def _available(kind: str) -> list:
+    return sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.toml"))
+
+
+def list_models() -> list:
+    """Names of the built-in model files."""
+    return _available("models")
+
+
+def list_hardware() -> list:
+    """Names of the built-in hardware files."""
+    return _available("hardware")
+
+
+def _read(kind: str, name_or_path, what: str | None = None) -> tuple:
+    """``(path, document)`` of a built-in name under ``CONFIG_DIR / kind`` or of a TOML path;
+    ``what`` names the kind in the unknown-name message (default: from ``kind``)."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = CONFIG_DIR / kind / f"{name_or_path}.toml"
+        if not path.is_file():
+            what = what or (kind[:-1] if kind == "models" else kind)
+            raise CatalogError(f"unknown {what} "
+                               f"{name_or_path!r}: built in are {', '.join(_available(kind))} "
+                               f"(or give a path to a .toml file)")
+    try:
+        with open(path, "rb") as f:
+            return path, tomllib.load(f)
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise CatalogError(f"{path}: not valid TOML: {e}") from None
+
+
+def _fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
+    """``table`` checked against ``cls``'s fields: every one present with the right type, nothing
+    else; numbers positive, those named in ``may_be_zero`` non-negative."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in table]
+    unknown = [k for k in table if k not in names]
+    if missing or unknown:
+        raise CatalogError(f"{where}: " + "; ".join(
+            ([f"missing {', '.join(missing)}"] if missing else []) +
+            ([f"unknown {', '.join(unknown)}"] if unknown else [])))
+    out = {}
+    for f in dataclasses.fields(cls):
+        v, tname = table[f.name], f.type.__name__
+        kind = {"str": str, "int": int, "float": (int, float), "bool": bool}[tname]
+        if isinstance(v, bool) and kind is not bool or not isinstance(v, kind):
+            raise CatalogError(f"{where}: {f.name} must be a {tname}, got {v!r}")
+        if tname in ("int", "float") and f.name in may_be_zero and v < 0:
+            raise CatalogError(f"{where}: {f.name} must be zero or positive, got {v!r}")
+        if tname in ("int", "float") and f.name not in may_be_zero and v <= 0:
+            raise CatalogError(f"{where}: {f.name} must be positive, got {v!r}")
+        if f.name in _EFFICIENCIES and not v <= 1:
+            raise CatalogError(f"{where}: {f.name} must be in (0, 1], got {v!r}")
+        out[f.name] = float(v) if tname == "float" else v
+    return out
+
+
+def load_model(name_or_path, folder: str = "models") -> ModelShape:
+    """A model's shapes (built-in name under ``CONFIG_DIR / folder`` or TOML path);
+    :class:`CatalogError` on a bad file. ``folder`` keeps each scenario's model list its own
+    (``models``: Hermes; ``serving_models``: RAPID)."""
+    path, doc = _read(folder, name_or_path, what="model")
+    m = ModelShape(**_fields(ModelShape, doc, str(path)))
+    if m.mlp not in _MLP_KINDS:
+        raise CatalogError(f"{path}: mlp must be one of {_MLP_KINDS}, got {m.mlp!r}")
+    if m.activation not in _ACTIVATIONS:
+        raise CatalogError(f"{path}: activation must be one of {_ACTIVATIONS}, got {m.activation!r}")
+    if m.hidden % m.heads or m.heads % m.kv_heads:
+        raise CatalogError(f"{path}: hidden ({m.hidden}) must be a multiple of heads ({m.heads}) "
+                           f"and heads of kv_heads ({m.kv_heads})")
+    check_params(path, m.params, m.nominal_params_b)
+    return m
+
+
+def check_params(path, params: int, nominal_b: float) -> None:
+    """:class:`CatalogError` unless the ``params`` a model file's shapes imply are within
+    ``PARAM_TOLERANCE`` of its nominal count (billions): a typo in a width is caught."""
+    implied = params / 1e9
+    if abs(implied - nominal_b) > PARAM_TOLERANCE * nominal_b:
+        raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
+                           f"{nominal_b} B: a width or count is wrong")
+
+
+def load_hardware(name_or_path="hermes") -> Hardware:
+    """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
+    path, doc = _read("hardware", name_or_path)
+    sections = {"gpu": Gpu, "pcie": Pcie, "host": Host, "ndp": NdpDimms}
+    parts = _tables(path, doc, sections)
+    return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
+
+
+def _tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
+    """``doc``'s sections, exactly those of ``sections`` (name -> dataclass), each a table with
+    its class's fields checked by :func:`_fields` (``may_be_zero`` passed on): name -> field
+    values."""
+    unknown = [k for k in doc if k not in sections]
+    missing = [k for k in sections if k not in doc]
+    if unknown or missing:
+        raise CatalogError(f"{path}: sections must be exactly {', '.join(sections)}" +
+                           (f"; missing {', '.join(missing)}" if missing else "") +
+                           (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    parts = {}
+    for key, cls in sections.items():
+        if not isinstance(doc[key], dict):
+            raise CatalogError(f"{path}: [{key}] must be a table")
+        parts[key] = _fields(cls, doc[key], f"{path} [{key}]", may_be_zero)
+    return parts

@@ -1,0 +1,209 @@
+"""What the NDP-DIMM kernels of the Hermes scenario cost, measured through the driver API.
+
+Hermes computes a layer's predicted-active cold neurons on the DIMMs: a
+*row gather* of their up-projection rows (and gate rows for a gated MLP) and
+a *column gather* of their down-projection vectors. :func:`ndp_neuron_cost`
+runs exactly those GEMVs on a :class:`~ndpdimm.sw.driver.dimm.Dimm` of the chosen
+backend for a few counts of selected neurons (``samples``) at the model's
+hidden size, and fits ``cycles = fixed + per_neuron x k`` by least squares;
+the placement ILP (``sw/scenarios/hermes/partition.py``) takes ``per_neuron`` (in
+seconds at the NDP clock) as its DIMM cost. The weights used are random FP16
+values of the model's shapes (only timing matters here), ``max(samples)``
+neurons of them. The result records the backend, so every scenario number
+traces back to RTL cycles or the calibrated model.
+
+The other kernels Hermes puts on a DIMM are measured the same way, each fitted
+to a line (:class:`LinearCost`, ``cycles = fixed + slope x n``):
+
+* :func:`ndp_dense_cost`: a dense GEMV of ``n`` FP16 rows of the hidden size
+  (the QKV rows placed on the DIMMs; every row is computed every token);
+* :func:`ndp_attention_cost`: one sequence's attention over ``n`` cached
+  tokens for one K/V head: scores ``K q`` for the ``heads / kv_heads`` query
+  heads that share it (one GEMV batch), scale, softmax per query, ``V^T p``;
+* :func:`link_merge_cost`: one FP32 ATOMIC_ADD of ``n`` bytes into the
+  neighbouring DIMM over DIMM-Link (two linked DIMMs on the model backend:
+  links between RTL DIMMs run only in the cocotb bench, and the link model
+  is fitted to it, 6.3 % largest error).
+"""
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from ndpdimm.hw.formats import NDP_CLOCK_HZ
+
+from ndpdimm.sw.scenarios.catalog import ModelShape
+from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+
+__all__ = ["NeuronCost", "ndp_neuron_cost", "LinearCost", "ndp_dense_cost", "ndp_attention_cost",
+           "link_merge_cost"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuronCost:
+    per_neuron_cycles: float
+    fixed_cycles: float
+    samples: tuple            # (neurons, cycles) measured
+    backend: str
+    hidden: int
+
+    @property
+    def per_neuron_seconds(self) -> float:
+        return self.per_neuron_cycles / NDP_CLOCK_HZ
+
+    def cycles(self, neurons: int) -> float:
+        return self.fixed_cycles + self.per_neuron_cycles * neurons
+
+
+def _random(shape, gen, dtype):
+    if dtype == "int8":
+        return torch.randint(-127, 128, shape, generator=gen, dtype=torch.int8)
+    return (torch.randn(*shape, generator=gen) * 0.05).half()
+
+
+def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed: int = 0,
+                    batch: int = 1, dtype: str = "fp16") -> NeuronCost:
+    """Fit the NDP time of ``k`` activated neurons of ``model``'s MLP on ``dimm`` (see the module
+    docstring); ``batch`` tokens share the weight stream; ``dtype`` "fp16" or "int8" (the
+    neurons' weights and the activations stored in INT8: half the DRAM bytes)."""
+    samples = tuple(samples)
+    _check_samples(samples, batch)
+    if dtype not in ("fp16", "int8"):
+        raise ValueError(f"dtype must be 'fp16' or 'int8', got {dtype!r}")
+    gen = torch.Generator().manual_seed(seed)
+    n, h = max(samples), model.hidden
+    up = dimm.store_weights(_random((n, h), gen, dtype))
+    down = dimm.store_weights(_random((n, h), gen, dtype), layout="axpy")
+    x = _random((batch, h), gen, dtype)
+    points = []
+    try:
+        for k in samples:
+            idx = torch.randperm(n, generator=gen)[:k].sort().values
+            start = dimm.backend.cycle
+            for _ in range(2 if model.mlp == "gated" else 1):      # up (and gate) rows
+                dimm.gemv(up, x, op="row_gather", idx=idx, fetch=False)
+            hk = _random((batch, n), gen, dtype)
+            dimm.gemv(down, hk, op="col_gather", idx=idx, fetch=False)
+            points.append((k, dimm.backend.cycle - start))
+    finally:
+        dimm.free(up.buffer)
+        dimm.free(down.buffer)
+    slope, fixed = _fit(points)
+    return NeuronCost(per_neuron_cycles=slope, fixed_cycles=fixed,
+                      samples=tuple(points), backend=dimm.name, hidden=h)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearCost:
+    """``cycles = fixed + slope x n`` fitted to ``samples`` ((n, cycles) measured)."""
+    what: str
+    slope: float
+    fixed: float
+    samples: tuple
+    backend: str
+
+    def cycles(self, n) -> float:
+        return self.fixed + self.slope * n
+
+    def seconds(self, n) -> float:
+        return self.cycles(n) / NDP_CLOCK_HZ
+
+
+def _check_samples(samples, batch=1, what="neuron counts"):
+    if len(samples) < 2 or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+                               for k in samples) or len(set(samples)) < 2:
+        raise ValueError(f"samples must be at least two different {what} >= 1, got {samples!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+
+
+def _fit(points) -> tuple:
+    ks, cyc = np.array([p[0] for p in points], float), np.array([p[1] for p in points], float)
+    slope, fixed = np.polyfit(ks, cyc, 1)
+    return float(slope), float(fixed)
+
+
+def _timed(dimm: Dimm, run) -> int:
+    start = dimm.backend.cycle
+    run()
+    return dimm.backend.cycle - start
+
+
+def ndp_dense_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed: int = 0,
+                   batch: int = 1) -> LinearCost:
+    """Cycles of a dense FP16 GEMV of ``n`` rows x ``model.hidden`` for ``batch`` tokens."""
+    samples = tuple(samples)
+    _check_samples(samples, batch, "row counts")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, model.hidden, generator=gen).half()
+    points = []
+    for n in samples:
+        w = dimm.store_weights((torch.randn(n, model.hidden, generator=gen) * 0.05).half())
+        try:
+            points.append((n, _timed(dimm, lambda: dimm.gemv(w, x, fetch=False))))
+        finally:
+            dimm.free(w.buffer)
+    slope, fixed = _fit(points)
+    return LinearCost(f"dense GEMV rows x {model.hidden}, batch {batch}", slope, fixed,
+                      tuple(points), dimm.name)
+
+
+def ndp_attention_cost(model: ModelShape, dimm: Dimm, samples=(128, 512), seed: int = 0) -> LinearCost:
+    """Cycles of one sequence's decode attention over ``n`` cached tokens for one K/V head (its
+    ``heads / kv_heads`` query heads batched over the shared K and V)."""
+    samples = tuple(samples)
+    _check_samples(samples, 1, "context lengths")
+    gen = torch.Generator().manual_seed(seed)
+    d, group = model.head_dim, model.heads // model.kv_heads
+    scale = d ** -0.5
+    q = torch.randn(group, d, generator=gen).half()
+    data = getattr(dimm.backend, "functional", True)
+    points = []
+    for n in samples:
+        k = dimm.store_weights((torch.randn(n, d, generator=gen)).half())
+        vt = dimm.store_weights((torch.randn(d, n, generator=gen)).half())
+        try:
+            def step():
+                # a timing-only model has no values to pass on: zeros stand in (the activation
+                # unit's time does not depend on them)
+                s = dimm.gemv(k, q, fetch=data)                        # scores [group, n]
+                s = torch.zeros(group, n) if s is None else s
+                ss = dimm.activation("scale", s, k=scale, fetch=data)
+                ss = torch.zeros(group, n) if ss is None else ss
+                p = dimm.softmax(ss, out_dtype=torch.float16, fetch=data)
+                p = torch.zeros(group, n, dtype=torch.float16) if p is None else p
+                dimm.gemv(vt, p, fetch=False)                           # V^T p
+            points.append((n, _timed(dimm, step)))
+        finally:
+            dimm.free(k.buffer)
+            dimm.free(vt.buffer)
+    slope, fixed = _fit(points)
+    return LinearCost(f"attention, {group} query head(s) of {d} per K/V head, per cached token",
+                      slope, fixed, tuple(points), dimm.name)
+
+
+def link_merge_cost(config, samples=(1024, 4096, 16384)) -> LinearCost:
+    """Cycles of one FP32 ATOMIC_ADD of ``n`` bytes from a DIMM into its neighbour's SRAM, on two
+    DIMMs joined by DIMM-Link (model backend; ``config`` a CoreConfig, ``link`` forced on)."""
+    samples = tuple(samples)
+    _check_samples(samples, 1, "byte counts")
+    if any(n % 4 for n in samples):
+        raise ValueError(f"merge sizes must be whole FP32 words, got {samples!r}")
+    system = NdpSystem(2, "model", dataclasses.replace(config, link=True), functional=False)
+    try:
+        src = system[1]
+        points = []
+        for n in samples:
+            local, remote = src.alloc_sram(n), system[0].alloc_sram(n)
+            try:
+                points.append((n, _timed(src, lambda: src.run(
+                    [src.atomic_add_descriptor(0, remote.addr, local.addr, n)], "merge"))))
+            finally:
+                src.free(local)
+                system[0].free(remote)
+    finally:
+        system.close()
+    slope, fixed = _fit(points)
+    return LinearCost("FP32 ATOMIC_ADD into the neighbouring DIMM, per byte", slope, fixed,
+                      tuple(points), "model (DIMM-Link model)")

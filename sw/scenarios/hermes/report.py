@@ -1,0 +1,227 @@
+"""``ndpdimm hermes``: run the Hermes scenario, print its tables, write JSON and plots; sweeps.
+
+:func:`hermes_command` runs :func:`~ndpdimm.sw.scenarios.hermes.scenario.run_hermes` once (or once per
+point of a sweep over batch, DIMM count, multiplier units or hot-neuron
+share), prints per system tokens/s, time per decode step and its breakdown,
+TTFT, energy (tokens per joule), price and the three health figures (NDP
+utilisation, share of time on PCIe, hot-neuron hit rate), then the
+ablations, the predictor's accuracy and memory, the placement ILP and the
+DIMM imbalance; it writes ``hermes.json`` (or ``hermes_sweep_<axis>.json``)
+and PNG plots into ``out_dir``: tokens/s per system, the breakdown per
+system, the imbalance over decode steps with and without remapping, and for
+a sweep tokens/s against the swept value.
+
+Workloads (traces + predictions) depend only on the model, batch and trace
+parameters, and NDP kernel costs only on the model, batch and core: a sweep
+reuses both where it can.
+"""
+
+import dataclasses
+import time
+from pathlib import Path
+
+from ndpdimm.sw.scenarios.hermes.scenario import (
+    ABLATIONS, SYSTEMS, HermesConfig, make_workload, measure_costs, run_hermes,
+)
+from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
+from ndpdimm.sw.result_files import save_figure, write_json
+
+__all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
+
+#: The sweeps ``--sweep`` offers and their default values.
+SWEEPS = {"batch": (1, 2, 4, 8, 16), "dimms": (4, 8, 16), "units": (32, 64, 128, 256, 512),
+          "hot_share": (0.0, 0.05, 0.1, 0.17, 0.2, 0.23, 0.3)}
+_LABEL = {"flexgen": "FlexGen-like (PCIe offload)", "dejavu": "Deja Vu-like (offload + predictor)",
+          "powerinfer": "PowerInfer-like (hot GPU, cold CPU)", "ndp_dense": "NDP-DIMMs, no sparsity",
+          "hermes": "Hermes (GPU + NDP-DIMMs)", "datacenter": "datacenter reference",
+          "random": "random placement", "offline": "offline partition only",
+          "online": "+ online adjustment"}
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def format_report(r: dict) -> str:
+    """The run's tables as text."""
+    c = r["config"]
+    lines = [f"Hermes: {r['model']['name']} on {r['hardware']} (batch {c['batch']}, {r['dimms']} "
+             f"NDP-DIMMs of {c['units']} units, prompt {c['prompt']}, {c['tokens']} decode steps)",
+             f"NDP cycles: {r['provenance']['ndp']}; GPU: {r['provenance']['gpu']}", ""]
+    comps = sorted({k for s in list(r["systems"].values()) + list(r["ablations"].values())
+                    for k in s["breakdown_ms_per_step"]})
+    head = f"{'system':38s} {'tok/s':>8s} {'ms/step':>8s} " + \
+        " ".join(f"{k[:9]:>9s}" for k in comps) + \
+        f" {'TTFT s':>7s} {'tok/J':>7s} {'price $':>8s} {'NDP%':>5s} {'PCIe%':>6s} {'hit%':>5s}"
+    for title, group in (("systems", r["systems"]), ("ablations", r["ablations"])):
+        lines += [f"-- {title} " + "-" * (len(head) - 4 - len(title)), head]
+        for name, s in group.items():
+            b = s["breakdown_ms_per_step"]
+            lines.append(
+                f"{_LABEL.get(name, name)[:38]:38s} {s['tokens_per_s']:8.2f} {s['ms_per_step']:8.2f} "
+                + " ".join(f"{b.get(k, 0.0):9.2f}" for k in comps)
+                + f" {s['ttft_s']:7.2f} {s['tokens_per_joule']:7.3f} {s['price_usd']['total']:8.0f}"
+                + f" {_fmt(s['ndp_utilisation'] and 100 * s['ndp_utilisation'], '5.1f')}"
+                + f" {100 * s['pcie_time_share']:6.1f} {_fmt(s['hot_hit_rate'] and 100 * s['hot_hit_rate'], '5.1f')}")
+        lines.append("")
+    p, pl, im = r["predictor"], r["placement"], r["imbalance"]
+    lines += [
+        f"predictor (cold neurons): precision {_fmt(p['precision'], '.3f')}, recall "
+        f"{_fmt(p['recall'], '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
+        f"({p['memory_mb_all_layers']:.1f} MB for all layers); table fitted in {p['fit_seconds']:.1f} s",
+        f"placement ILP ({pl['solver']}, {pl['variables']} variables): {pl['status']} in "
+        f"{pl['solve_seconds']:.2f} s, objective {pl['ilp_objective_ms']:.3f} ms/token "
+        f"({pl['objective_ms']:.3f} with the real DIMM split; grouping costs <= "
+        f"{pl['group_gap_bound_ms']:.3f}); hot share {100 * pl['hot_share']:.1f} % of neurons, "
+        f"QKV on the GPU {100 * pl['qkv_gpu_share']:.0f} %, GPU budget {pl['gpu_budget_gb']:.1f} GB",
+        f"DIMM imbalance (max/mean of activated cold neurons per step): {im['static']:.3f} "
+        f"without remapping, {im['remapped']:.3f} with ({im['remap_migrations']} neurons moved)",
+        f"wall time {r['wall_seconds']:.1f} s"]
+    if "cold_int8" in r:
+        q = r["cold_int8"]
+        lines.insert(-1, f"INT8 cold neurons: reduced-model decode error {q['relative_error_int8']:.2e} "
+                         f"of the update (FP16: {q['relative_error_fp16']:.2e})")
+    return "\n".join(lines)
+
+
+def _plots(r: dict, out: Path) -> list:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    names = list(r["systems"]) + [a for a in r["ablations"] if a != "hermes"]
+    runs = {**r["systems"], **r["ablations"]}
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.bar(range(len(names)), [runs[n]["tokens_per_s"] for n in names],
+           color=["C0"] * len(r["systems"]) + ["C7"] * (len(names) - len(r["systems"])))
+    ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_ylabel("tokens/s")
+    ax.set_yscale("log")
+    ax.set_title(f"{r['model']['name']}, batch {r['config']['batch']}: decode throughput")
+    files.append(save_figure(fig, out / "hermes_tokens_per_s.png"))
+
+    comps = sorted({k for n in names for k in runs[n]["breakdown_ms_per_step"]})
+    fig, ax = plt.subplots(figsize=(10, 4))
+    bottom = [0.0] * len(names)
+    for i, k in enumerate(comps):
+        vals = [runs[n]["breakdown_ms_per_step"].get(k, 0.0) / runs[n]["ms_per_step"] for n in names]
+        ax.bar(range(len(names)), vals, bottom=bottom, label=k, color=f"C{i}")
+        bottom = [a + b for a, b in zip(bottom, vals)]
+    ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_ylabel("share of decode step time")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("time breakdown (critical path)")
+    files.append(save_figure(fig, out / "hermes_breakdown.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, label in (("random", "random placement"), ("online", "ILP, without remapping"),
+                        ("hermes", "ILP, with remapping")):
+        ax.plot(r["ablations"][name]["imbalance_per_token"], label=label)
+    ax.set_xlabel("decode step")
+    ax.set_ylabel("max / mean DIMM load")
+    ax.legend()
+    ax.set_title("activated cold neurons per DIMM")
+    files.append(save_figure(fig, out / "hermes_imbalance.png"))
+    return files
+
+
+def write_report(r: dict, out_dir, name="hermes") -> list:
+    """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    return [write_json(r, out / f"{name}.json")] + (_plots(r, out) if "systems" in r else [])
+
+
+def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
+    """``run_hermes`` at each value of ``axis`` (one of :data:`SWEEPS`); tokens/s per system."""
+    if axis not in SWEEPS:
+        raise ValueError(f"sweep axis must be one of {', '.join(SWEEPS)}, got {axis!r}")
+    values = tuple(SWEEPS[axis] if values is None else values)
+    if not values:
+        raise ValueError("a sweep needs at least one value")
+    points = [dataclasses.replace(cfg, **{axis: v}) for v in values]     # validates every value
+    model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
+    workloads, costs, rows = {}, {}, []
+    t0 = time.perf_counter()
+    for i, p in enumerate(points):
+        log(f"[hermes sweep] {axis} = {values[i]} ({i + 1}/{len(points)})")
+        if p.batch not in workloads:
+            workloads[p.batch] = make_workload(p, model, log=log)
+        key = (p.batch, p.units, p.act_lanes, p.backend)
+        if key not in costs:
+            costs[key] = measure_costs(p, model, hw)
+        try:
+            r = run_hermes(p, workload=workloads[p.batch], costs=costs[key], log=lambda *a: None)
+        except ValueError as e:          # the values were checked above: this point cannot be
+            log(f"    infeasible: {e}")  # built (e.g. a hot share the GPU cannot hold)
+            rows.append({axis: values[i], "infeasible": str(e)})
+            continue
+        rows.append({axis: values[i],
+                     "tokens_per_s": {k: v["tokens_per_s"] for k, v in
+                                      {**r["systems"], **r["ablations"]}.items()},
+                     "tokens_per_joule": {k: v["tokens_per_joule"] for k, v in r["systems"].items()},
+                     "placed_hot_share": r["placement"]["hot_share"],
+                     "hot_hit_rate": r["systems"]["hermes"]["hot_hit_rate"],
+                     "ndp_utilisation": r["systems"]["hermes"]["ndp_utilisation"]})
+    return {"axis": axis, "config": dataclasses.asdict(cfg), "points": rows,
+            "backend": cfg.backend, "wall_seconds": time.perf_counter() - t0}
+
+
+def _sweep_plot(sw: dict, out: Path) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axis = sw["axis"]
+    points = [p for p in sw["points"] if "infeasible" not in p]
+    xs = [p[axis] for p in points]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in SYSTEMS:
+        ax.plot(xs, [p["tokens_per_s"][name] for p in points], marker="o", label=_LABEL[name])
+    ax.set_xlabel(axis)
+    ax.set_ylabel("tokens/s")
+    ax.set_yscale("log")
+    if axis in ("batch", "units", "dimms"):
+        ax.set_xscale("log", base=2)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{sw['config']['model']}: tokens/s vs {axis}")
+    return save_figure(fig, out / f"hermes_sweep_{axis}.png")
+
+
+def format_sweep(sw: dict) -> str:
+    axis = sw["axis"]
+    names = list(SYSTEMS) + [a for a in ABLATIONS if a != "hermes"]
+    lines = [f"tokens/s vs {axis} ({sw['config']['model']}, {sw['backend']} backend)",
+             f"{axis:>10s} " + " ".join(f"{n[:10]:>10s}" for n in names) + "  hot%  hit%"]
+    for p in sw["points"]:
+        if "infeasible" in p:
+            lines.append(f"{p[axis]!s:>10s} infeasible: {p['infeasible']}")
+            continue
+        lines.append(f"{p[axis]!s:>10s} " + " ".join(f"{p['tokens_per_s'][n]:10.2f}" for n in names)
+                     + f" {100 * p['placed_hot_share']:5.1f} {100 * p['hot_hit_rate']:5.1f}")
+    return "\n".join(lines)
+
+
+def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_values=None,
+                   trace_file=None, log=print) -> dict:
+    """The ``ndpdimm hermes`` command (see the module docstring)."""
+    out = Path(out_dir)
+    if sweep:
+        if trace_file:
+            raise ValueError("--trace replays one run; it does not combine with --sweep")
+        sw = run_sweep(cfg, sweep, sweep_values, log)
+        log(format_sweep(sw))
+        files = write_report(sw, out, f"hermes_sweep_{sweep}") + [_sweep_plot(sw, out)]
+        log("wrote " + ", ".join(str(f) for f in files))
+        return sw
+    trace = None
+    if trace_file:
+        from ndpdimm.sw.scenarios.hermes.traces import load_trace
+        trace = load_trace(trace_file)
+    r = run_hermes(cfg, log=log, trace=trace)
+    log(format_report(r))
+    files = write_report(r, out)
+    log("wrote " + ", ".join(str(f) for f in files))
+    return r

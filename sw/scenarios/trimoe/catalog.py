@@ -1,0 +1,199 @@
+"""The TriMoE scenario's catalogue: MoE model shapes and the GPU + AMX CPU + NDP-DIMM system.
+
+Models (``sw/configs/moe_models/<name>.toml``): a decoder-only mixture-of-experts transformer
+as its public configuration gives it: leading dense layers, routed experts per MoE layer and
+per token, always-active shared experts, the SwiGLU width of one expert, the attention's
+parameters per layer (stated with their derivation: DeepSeek-V2's MLA has no simple formula),
+the source URL and the nominal parameter count, which :func:`load_moe_model` checks against the
+count the shapes imply (within ``catalog.PARAM_TOLERANCE``: a typo in a width is caught).
+
+Hardware (``sw/configs/trimoe_hardware/<name>.toml``): the GPU with its utilisation curve over
+tokens per expert, the PCIe link, the AMX CPU with its DDR5 channels, and the NDP-DIMMs that
+populate those channels; every number with its source or marked as an assumption in the file.
+Both the GPU and the CPU reach ``compute_efficiency x t / (t + half_efficiency_tokens)`` of their
+peak on an expert with ``t`` tokens (:meth:`TriMoeGpu.efficiency_at`, :meth:`AmxCpu.efficiency_at`).
+
+The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog`, whose readers this module reuses: every
+key required, no other accepted, a missing, unknown or mistyped key or an impossible value
+raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
+"""
+
+import dataclasses
+
+from ndpdimm.sw.scenarios.catalog import (
+    CatalogError, Gpu, Pcie, _available, _fields, _read, _tables, check_params,
+)
+
+__all__ = ["MoeShape", "TriMoeGpu", "AmxCpu", "TriMoeNdp", "TriMoeHardware", "load_moe_model",
+           "list_moe_models", "load_trimoe_hardware", "list_trimoe_hardware", "CatalogError"]
+
+_MODELS, _HARDWARE = "moe_models", "trimoe_hardware"
+
+
+@dataclasses.dataclass(frozen=True)
+class MoeShape:
+    """A mixture-of-experts transformer's shapes (see ``sw/configs/moe_models``)."""
+    name: str
+    source: str
+    nominal_params_b: float
+    hidden: int
+    layers: int
+    dense_layers: int          # leading layers with a dense MLP instead of MoE
+    dense_ffn: int             # their SwiGLU width (0 when dense_layers == 0)
+    experts: int               # routed experts per MoE layer
+    top_k: int                 # routed experts per token
+    shared_experts: int        # always-active experts per MoE layer
+    expert_ffn: int            # SwiGLU width of one expert
+    heads: int
+    kv_heads: int
+    attention_params_per_layer: int
+    vocab: int
+    tied_embeddings: bool
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers
+
+    @property
+    def expert_params(self) -> int:
+        """One expert: gate and up (``expert_ffn x hidden``) and down (``hidden x expert_ffn``)."""
+        return 3 * self.hidden * self.expert_ffn
+
+    def expert_bytes(self, elem_bytes: int = 2) -> int:
+        """One expert's weights in bytes (BF16 by default)."""
+        return self.expert_params * elem_bytes
+
+    def _common_params(self) -> int:
+        """Everything but the experts: embeddings, attention, dense MLPs, routers."""
+        embed = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return (embed + self.layers * self.attention_params_per_layer
+                + self.dense_layers * 3 * self.hidden * self.dense_ffn
+                + self.moe_layers * self.hidden * self.experts)
+
+    @property
+    def params(self) -> int:
+        """Weights the shapes imply, all experts included (norms and biases left out)."""
+        return self._common_params() + (self.moe_layers * (self.experts + self.shared_experts)
+                                        * self.expert_params)
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token uses: ``top_k`` routed and the shared experts per MoE layer, and the
+        rest (the embeddings counted, as the published "activated" figures count them)."""
+        return self._common_params() + (self.moe_layers * (self.top_k + self.shared_experts)
+                                        * self.expert_params)
+
+
+def _efficiency(peak: float, half_tokens: float, tokens) -> float:
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens!r}")
+    return peak * tokens / (tokens + half_tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeGpu(Gpu):
+    """A :class:`~ndpdimm.sw.scenarios.catalog.Gpu` (``fp16_tflops`` holds the BF16 dense peak here) with
+    its utilisation curve over tokens per expert and the memory experts cannot use."""
+    half_efficiency_tokens: float   # tokens per expert where efficiency is compute_efficiency / 2
+    reserved_gb: float              # attention weights, KV cache, activations, workspace
+
+    def efficiency_at(self, tokens) -> float:
+        """Achieved fraction of peak on one expert's GEMMs with ``tokens`` tokens."""
+        return _efficiency(self.compute_efficiency, self.half_efficiency_tokens, tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class AmxCpu:
+    """A CPU with AMX, reading expert weights from its DDR5 channels (the NDP-DIMMs)."""
+    name: str
+    sockets: int
+    cores: int
+    amx_bf16_tflops: float          # peak over all sockets
+    compute_efficiency: float
+    half_efficiency_tokens: float
+    kernel_overhead_us: float       # per expert: dispatching the GEMMs over the cores and joining
+    memory_channels: int            # over all sockets
+    channel_bandwidth_gbs: float
+    memory_efficiency: float
+    memory_gb: float
+    power_w: float
+
+    @property
+    def memory_bandwidth_gbs(self) -> float:
+        """Peak read bandwidth of all channels, GB/s."""
+        return self.memory_channels * self.channel_bandwidth_gbs
+
+    def efficiency_at(self, tokens) -> float:
+        """Achieved fraction of AMX peak on one expert's GEMMs with ``tokens`` tokens."""
+        return _efficiency(self.compute_efficiency, self.half_efficiency_tokens, tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeNdp:
+    dimms: int
+    dimms_per_channel: int          # the DIMMs populate the CPU's channels
+    capacity_gb: float
+    link_gbs: float                 # DIMM-Link, per direction
+    power_w: float                  # per DIMM while its NDP core computes
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeHardware:
+    name: str
+    gpu: TriMoeGpu
+    pcie: Pcie
+    cpu: AmxCpu
+    ndp: TriMoeNdp
+
+
+def list_moe_models() -> list:
+    """Names of the built-in MoE model files."""
+    return _available(_MODELS)
+
+
+def list_trimoe_hardware() -> list:
+    """Names of the built-in TriMoE hardware files."""
+    return _available(_HARDWARE)
+
+
+def load_moe_model(name_or_path) -> MoeShape:
+    """An MoE model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
+    path, doc = _read(_MODELS, name_or_path, what="MoE model")
+    m = MoeShape(**_fields(MoeShape, doc, str(path),
+                           may_be_zero=("dense_layers", "dense_ffn", "shared_experts")))
+    if m.top_k > m.experts:
+        raise CatalogError(f"{path}: top_k ({m.top_k}) must not exceed experts ({m.experts})")
+    if m.dense_layers >= m.layers:
+        raise CatalogError(f"{path}: dense_layers ({m.dense_layers}) must be fewer than layers "
+                           f"({m.layers}): an MoE model needs an MoE layer")
+    if (m.dense_ffn == 0) != (m.dense_layers == 0):
+        raise CatalogError(f"{path}: dense_ffn ({m.dense_ffn}) must be 0 exactly when "
+                           f"dense_layers ({m.dense_layers}) is 0")
+    if m.heads % m.kv_heads:
+        raise CatalogError(f"{path}: heads ({m.heads}) must be a multiple of kv_heads "
+                           f"({m.kv_heads})")
+    check_params(path, m.params, m.nominal_params_b)
+    return m
+
+
+_SECTIONS = {"gpu": TriMoeGpu, "pcie": Pcie, "cpu": AmxCpu, "ndp": TriMoeNdp}
+
+
+def load_trimoe_hardware(name_or_path="h100-amx") -> TriMoeHardware:
+    """The TriMoE system (built-in name or TOML path); :class:`CatalogError` on a bad file."""
+    path, doc = _read(_HARDWARE, name_or_path, what="TriMoE hardware")
+    hw = TriMoeHardware(name=path.stem, **{k: _SECTIONS[k](**v)
+                                           for k, v in _tables(path, doc, _SECTIONS).items()})
+    gpu, cpu, ndp = hw.gpu, hw.cpu, hw.ndp
+    if gpu.reserved_gb >= gpu.memory_gb:
+        raise CatalogError(f"{path} [gpu]: reserved_gb ({gpu.reserved_gb}) leaves no room for "
+                           f"experts in memory_gb ({gpu.memory_gb})")
+    if ndp.dimms != cpu.memory_channels * ndp.dimms_per_channel:
+        raise CatalogError(f"{path} [ndp]: dimms ({ndp.dimms}) must fill the CPU's channels: "
+                           f"memory_channels ({cpu.memory_channels}) x dimms_per_channel "
+                           f"({ndp.dimms_per_channel})")
+    if abs(cpu.memory_gb - ndp.dimms * ndp.capacity_gb) > 1e-9 * cpu.memory_gb:
+        raise CatalogError(f"{path} [cpu]: memory_gb ({cpu.memory_gb}) must be the NDP-DIMMs' "
+                           f"dimms x capacity_gb ({ndp.dimms * ndp.capacity_gb}): they are the "
+                           f"host memory")
+    return hw

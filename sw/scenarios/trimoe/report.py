@@ -1,0 +1,153 @@
+"""``ndpdimm trimoe``: run the TriMoE scenario, print its table, write JSON and plots.
+
+:func:`trimoe_command` runs :func:`~ndpdimm.sw.scenarios.trimoe.scenario.run_trimoe` (or, with
+``check=True``, :func:`~ndpdimm.sw.scenarios.trimoe.check.run_trimoe_check`: a reduced
+MoE with the RTL backend in the loop, every NDP expert checked against the
+golden model and torch), prints per system the MoE-layer latency,
+throughput, per-domain utilisation, the share of expert executions per
+domain, GPU hit rate, migration share and the scheduler's iterations and
+time per layer, then the EMA predictor's accuracy and where the numbers came
+from; it writes ``trimoe.json`` and three PNG plots into ``out_dir``:
+latency per system, utilisation per domain and system, and the expert
+placement over the steps of the first sampled layer (TriMoE).
+"""
+
+from pathlib import Path
+
+from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
+from ndpdimm.sw.result_files import save_figure, write_json
+
+__all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
+
+LABELS = {"gpu_only": "GPU only", "gpu_cpu": "GPU + AMX CPU", "gpu_ndp": "GPU + NDP-DIMMs",
+          "trimoe": "TriMoE (GPU + CPU + NDP)"}
+_PLACE = ("inactive", "GPU hit", "GPU miss", "CPU", "NDP")
+
+
+def _pct(v):
+    return "    -" if v is None else f"{100 * v:5.1f}"
+
+
+def format_report(r: dict) -> str:
+    c, m = r["config"], r["model"]
+    lines = [f"TriMoE: {m['name']} ({m['experts']} experts, top-{m['top_k']}, {m['shared_experts']} "
+             f"shared, {r['moe_layers']} MoE layers) on {r['hardware']['name']}, {c['batch']} "
+             f"tokens/step, {c['steps']} steps x {c['sample_layers']} sampled layers",
+             f"NDP expert: {r['provenance']['ndp_expert']}; DIMM-Link: {r['provenance']['dimm_link']}",
+             f"GPU/CPU: {r['provenance']['gpu_cpu']}"] + \
+        [f"note: {w}" for w in r["provenance"]["warnings"]] + [""]
+    head = (f"{'system':26s} {'layer ms':>9s} {'p99 ms':>8s} {'tok/s':>9s} {'x GPU':>6s} "
+            f"{'GPU%':>5s} {'CPU%':>5s} {'NDP%':>5s} | {'hit':>5s} {'miss':>5s} {'cpu':>5s} "
+            f"{'ndp':>5s} | {'GPUhit':>6s} {'stall%':>6s} {'relay%':>6s} {'iter':>5s} {'sched ms':>8s}")
+    lines += [head, "-" * len(head)]
+    for name, s in r["systems"].items():
+        u, sh = s["utilisation"], s["execution_share"]
+        lines.append(
+            f"{LABELS.get(name, name):26s} {s['moe_layer_latency_ms']:9.3f} "
+            f"{s['moe_layer_latency_p99_ms']:8.3f} {s['throughput_tokens_per_s']:9.0f} "
+            f"{s['speedup_vs_gpu_only'] or 0:6.2f} {_pct(u['gpu'])} {_pct(u['cpu'])} {_pct(u['ndp'])} | "
+            f"{_pct(sh.get('gpu_hit'))} {_pct(sh.get('gpu_miss'))} {_pct(sh.get('cpu'))} "
+            f"{_pct(sh.get('ndp'))} | {_pct(s['gpu_hit_rate']):>6s} {100 * s['migration_stall_share']:6.2f} "
+            f"{100 * s['migration_ndp_share']:6.2f} "
+            f"{s['scheduler']['iterations_mean']:5.1f} {1e3 * s['scheduler']['seconds_per_layer_mean']:8.2f}")
+    p = next(iter(r["systems"].values()))["predictor"]
+    lines += ["", "columns: utilisation = busy / (devices x layer time) per domain; hit/miss/cpu/ndp = "
+                  "share of routed expert executions; GPUhit = hits / GPU executions; stall% = "
+                  "background relayouts, rebalancing and prefetch beyond idle PCIe / wall time; "
+                  "relay% = relayouts into a DIMM / NDP busy time; iter, sched ms = refinement "
+                  "moves and scheduling wall time per layer",
+              f"EMA predictor (alpha {p['alpha']}, {p['state_bytes_full_model'] / 1000:.1f} KB of "
+              f"state for the model's MoE layers): load accuracy {_pct(p['load_accuracy'])} % (1 - WAPE), hot-set "
+              f"precision {_pct(p['hot_precision'])} %, recall {_pct(p['hot_recall'])} %"]
+    t = r["systems"].get("trimoe")
+    if t:
+        mc, ms = t["migration_counts"], t["migration_seconds"]
+        lines.append(f"TriMoE data movement: {mc['relayouts_in_task']} relayouts to a DIMM "
+                     f"({1e3 * ms['relayout_in_task']:.2f} ms), {mc['relayouts_back']} back to "
+                     f"striped ({1e3 * ms['relayout_back']:.2f} ms), {mc['rebalance_moves']} "
+                     f"rebalancing moves ({1e3 * ms['rebalance']:.2f} ms), {mc['prefetches']} "
+                     f"prefetches (stall {1e3 * ms['prefetch_stall']:.2f} ms); NDP contention "
+                     f"slowdown {t['ndp_contention_slowdown_mean']:.3f}x")
+    link = r["costs"]["link"]
+    if link:
+        c = link["counters"]
+        wire = c.get("wire_cycles", 0) + c.get("replay_cycles", 0)
+        lines.append(f"DIMM-Link counters (relayout / move measurements, BER {link['ber']:g}): "
+                     f"{c.get('frames_sent', 0)} frames, {c.get('crc_errors', 0)} CRC errors, "
+                     f"{c.get('replays', 0)} replays, {c.get('timeouts', 0)} timeouts, "
+                     f"{100 * c.get('replay_cycles', 0) / wire if wire else 0:.1f} % of link time "
+                     f"replaying -> " + ("a bad link (errors cost time)" if c.get("crc_errors")
+                                          else "no errors: link time is the wire's"))
+    lines.append(f"wall time: costs {r['wall_seconds']['costs']:.1f} s, total "
+                 f"{r['wall_seconds']['total']:.1f} s")
+    return "\n".join(lines)
+
+
+def _plots(r: dict, out: Path) -> list:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(r["systems"])
+    files = []
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    lat = [r["systems"][n]["moe_layer_latency_ms"] for n in names]
+    ax.bar([LABELS.get(n, n) for n in names], lat, color="tab:blue")
+    for i, v in enumerate(lat):
+        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("MoE layer latency (ms)")
+    ax.set_title(f"TriMoE: {r['model']['name']}, {r['config']['batch']} tokens/step")
+    ax.tick_params(axis="x", labelsize=8)
+    files.append(save_figure(fig, out / "trimoe_latency.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    width = 0.25
+    for k, dom in enumerate(("gpu", "cpu", "ndp")):
+        vals = [100 * (r["systems"][n]["utilisation"][dom] or 0) for n in names]
+        ax.bar(np.arange(len(names)) + (k - 1) * width, vals, width, label=dom.upper())
+    ax.set_xticks(np.arange(len(names)), [LABELS.get(n, n) for n in names], fontsize=8)
+    ax.set_ylabel("utilisation (%)")
+    ax.set_ylim(0, 118)
+    ax.legend(ncol=3, loc="upper center")
+    files.append(save_figure(fig, out / "trimoe_utilisation.png"))
+
+    system = "trimoe" if "trimoe" in r["systems"] else names[-1]
+    place = np.array(r["systems"][system]["placement"])
+    if place.size:
+        from matplotlib.colors import ListedColormap
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        cmap = ListedColormap(["white", "tab:green", "tab:olive", "tab:orange", "tab:purple"])
+        im = ax.imshow(place.T, aspect="auto", interpolation="nearest", cmap=cmap, vmin=-0.5,
+                       vmax=4.5)
+        cb = fig.colorbar(im, ticks=range(5))
+        cb.ax.set_yticklabels(_PLACE)
+        ax.set_xlabel("step")
+        ax.set_ylabel("expert")
+        ax.set_title(f"{LABELS.get(system, system)}: where each expert ran (first sampled layer)")
+        files.append(save_figure(fig, out / "trimoe_placement.png"))
+    return files
+
+
+def write_report(r: dict, out_dir, name="trimoe") -> list:
+    """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    return [write_json(r, out / f"{name}.json")] + _plots(r, out)
+
+
+def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict:
+    """Run, print, write (see the module docstring); returns the result."""
+    done = {}
+
+    def progress(system, step, steps):
+        if step == steps or step - done.get(system, 0) >= max(1, steps // 4):
+            done[system] = step
+            log(f"  {system}: step {step}/{steps}")
+
+    log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
+    r = run_trimoe(cfg, progress=progress)
+    log(format_report(r))
+    for f in write_report(r, out_dir):
+        log(f"wrote {f}")
+    return r
+

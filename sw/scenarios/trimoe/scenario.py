@@ -1,0 +1,545 @@
+"""The TriMoE scenario: MoE layers across a GPU, an AMX CPU and NDP-DIMMs, with baselines.
+
+One run (:func:`run_trimoe`, ``ndpdimm trimoe``) takes an MoE model and the
+hardware from the catalogue (``sw/scenarios/trimoe/catalog.py``), a batch of tokens per
+step and a routing trace (synthetic, ``sw/scenarios/trimoe/traces.py``, or a recorded
+file), and simulates the MoE layers of ``steps`` steps for four systems:
+
+===========  ==================================================================================
+system       devices the scheduler may use
+===========  ==================================================================================
+gpu_only     the GPU: resident experts (hits) and the others copied over PCIe (misses)
+gpu_cpu      GPU + the AMX CPU reading the experts from host memory (all striped)
+gpu_ndp      GPU + the NDP-DIMMs, each computing the experts localized on it (the non-resident
+             experts all localized, balanced over the DIMMs; GPU misses read one DIMM)
+trimoe       all three, with the layouts managed: planned from the profile, relayout over
+             DIMM-Link when the device choice changes, cold-expert rebalancing over the DIMMs
+===========  ==================================================================================
+
+**Per step and sampled layer** the layer's routed experts (token counts from
+the trace) plus its shared experts (always on the GPU, every token) become
+:class:`~ndpdimm.sw.scenarios.trimoe.scheduler.ExpertTask` s with their time on every
+device the system allows (``sw/scenarios/trimoe/costs.py``), and the scheduler places
+them (greedy + bottleneck-aware refinement), with the NDP times at the host
+reads each DIMM served in the previous step. The schedule is then re-timed
+with the contention it causes itself (per DIMM: the bytes the CPU and GPU
+misses read from it - a striped expert spreads over all DIMMs, a localized one
+loads its home - over the layer's time); that is the layer's latency. Systems
+with DIMMs schedule each layer a second time with the CPU and GPU-miss options
+withdrawn from the experts a DIMM can run, and keep the schedule whose
+contended makespan is lower. All systems use the same GPU residency: the ``slots`` per
+layer that fit in the GPU's expert memory (``(memory - reserved) /
+expert bytes / MoE layers``, after the shared experts), filled from a
+profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stream
+through) and kept current by the EMA predictor's prefetch
+(``sw/scenarios/trimoe/manager.py``): prefetch copies run over PCIe while the GPU
+computes; what does not fit into the PCIe's idle time of the step is charged
+as migration time. In ``trimoe`` the initial layout is the better (by the
+time of a warm-up over the profiling steps with the management below on, not
+measured) of two plans from the profile's predicted loads (EMA): (a) experts
+predicted to get a token or more per step scheduled as if every layout were
+free, those put on a DIMM localized there, the colder ones (a token now and
+then) localized, balanced over the DIMMs, the rest striped; (b) every
+expert not resident on the GPU localized, balanced (gpu_ndp's layout). The
+run starts from the state the chosen warm-up left. Then a striped
+expert the scheduler puts on a DIMM pays its gathering relayout inside that
+task (so the scheduler takes it only where it still shortens the layer); a
+localized one given to the CPU or as a GPU miss accumulates the time it
+loses to being read from one DIMM, and is spread back to striped once that
+loss reaches the relayout's cost (the rent-or-buy rule: never more than
+twice the better of the two choices in hindsight; background relayout,
+charged as migration). Every ``rebalance_every`` steps the localized experts
+are rebalanced over the DIMMs by predicted load, a move only where the
+lowered peak over the window pays for it (DIMM-Link moves, charged as
+migration).
+
+**Sampling.** ``sample_layers`` MoE layers are simulated; the model's other
+MoE layers are taken to behave like them (latency per layer is the mean; a
+step's MoE time is that times the model's MoE layers). The DIMM capacity in
+the layout books is the sampled layers' share of the DIMMs.
+
+**Outputs** per system: mean MoE layer latency, throughput (tokens of the
+batch per second of MoE-layer time), per-domain utilisation (busy time /
+devices x makespan), share of routed expert executions per domain, GPU hit
+rate, migration time and its share, the scheduler's iterations and time per
+layer; once: the EMA predictor's accuracy and state size, and where every
+number came from (NDP backend, core configuration, the measured NDP and
+DIMM-Link costs). Only the MoE layers are modelled (attention and the dense
+first layers run on the GPU in every system and are left out).
+"""
+
+import copy
+import dataclasses
+import time
+import warnings
+
+import numpy as np
+
+from ndpdimm.cosim.backend import CoreConfig
+
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.scenarios.trimoe.traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
+from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
+from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
+from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
+from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
+
+__all__ = ["TriMoeConfig", "SYSTEMS", "run_trimoe", "simulate", "make_traces"]
+
+SYSTEMS = ("gpu_only", "gpu_cpu", "gpu_ndp", "trimoe")
+_DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "ndp"),
+            "trimoe": ("gpu", "cpu", "ndp")}
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeConfig:
+    """One TriMoE run. Trace parameters: see ``sw/scenarios/trimoe/traces.py``."""
+    model: str = "deepseek-v2"
+    hardware: str = "h100-amx"
+    batch: int = 512                       # tokens per step (64..768 in the paper's range)
+    steps: int = 16
+    profile_steps: int = 8
+    sample_layers: int = 4
+    backend: str = "model"
+    units: int = 256
+    act_lanes: int = 256
+    trace: str | None = None               # a recorded trace file (.npz) instead of the generator
+    hot_fraction: float = 0.05
+    hot_mass: float = 0.45
+    warm_fraction: float = 0.20
+    warm_mass: float = 0.35
+    skew: float = 1.0
+    temporal_correlation: float = 0.9
+    volatility: float = 0.5
+    layer_variation: float = 0.5
+    alpha: float = 0.3                     # EMA coefficient
+    theta_hot: float = 0.7                 # prefetch when EMA > theta_hot x max EMA
+    rebalance_every: int = 4
+    rebalance_moves: int = 4
+    gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
+    link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
+    seed: int = 0
+    systems: tuple = SYSTEMS
+
+    def __post_init__(self):
+        for name in ("batch", "steps", "profile_steps", "sample_layers", "units", "act_lanes",
+                     "rebalance_every", "gpu_staging_experts"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if isinstance(self.rebalance_moves, bool) or not isinstance(self.rebalance_moves, int) \
+                or self.rebalance_moves < 0:
+            raise ValueError(f"rebalance_moves must be an int >= 0, got {self.rebalance_moves!r}")
+        for name in ("alpha", "theta_hot"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        if isinstance(self.link_ber, bool) or not isinstance(self.link_ber, (int, float)) \
+                or not 0 <= self.link_ber < 1e-2:
+            raise ValueError(f"link_ber must be in [0, 1e-2), got {self.link_ber!r}")
+        if self.backend not in ("model", "rtl"):
+            raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
+        bad = [s for s in self.systems if s not in SYSTEMS]
+        if bad or not self.systems:
+            raise ValueError(f"systems must be a non-empty subset of {SYSTEMS}, got {self.systems!r}")
+
+    def trace_config(self, model, steps, seed) -> RoutingTraceConfig:
+        return RoutingTraceConfig(
+            n_experts=model.experts, top_k=model.top_k, layers=self.sample_layers,
+            tokens=self.batch, steps=steps, hot_fraction=self.hot_fraction,
+            hot_mass=self.hot_mass, warm_fraction=self.warm_fraction, warm_mass=self.warm_mass,
+            skew=self.skew, temporal_correlation=self.temporal_correlation,
+            volatility=self.volatility, layer_variation=self.layer_variation, seed=seed)
+
+
+def make_traces(cfg: TriMoeConfig, model) -> tuple:
+    """(profile loads, run loads, trace meta): one trace of ``profile_steps + steps`` steps (a
+    recorded file, or the generator's), its first ``profile_steps`` steps profile (they warm
+    the EMA, the GPU residency and the initial layout), the rest are run."""
+    if cfg.trace is not None:
+        trace = RoutingTrace.load(cfg.trace)
+        if trace.n_experts != model.experts or trace.top_k != model.top_k:
+            raise ValueError(f"trace {cfg.trace}: {trace.n_experts} experts, top-{trace.top_k}; "
+                             f"model {model.name} has {model.experts}, top-{model.top_k}")
+        if trace.steps <= cfg.profile_steps:
+            raise ValueError(f"trace {cfg.trace}: {trace.steps} steps, need more than "
+                             f"profile_steps = {cfg.profile_steps}")
+    else:
+        trace = synthetic_routing(cfg.trace_config(model, cfg.profile_steps + cfg.steps, cfg.seed))
+    loads = trace.loads()
+    return loads[:cfg.profile_steps], loads[cfg.profile_steps:], trace.meta
+
+
+@dataclasses.dataclass
+class _SystemState:
+    residency: GpuResidency
+    layout: ExpertLayout
+    loss: np.ndarray               # [layers, experts] seconds a localized expert lost off-NDP
+    contention: np.ndarray         # [layers, dimms] host-read GB/s each DIMM served last step
+
+
+class _Tally:
+    def __init__(self):
+        self.latency = []           # per (step, layer) seconds
+        self.busy = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
+        self.capacity_time = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
+        self.executions = {"gpu_hit": 0, "gpu_miss": 0, "cpu": 0, "ndp": 0}
+        self.migration = {"relayout_in_task": 0.0, "relayout_back": 0.0, "rebalance": 0.0,
+                          "prefetch_stall": 0.0}
+        self.counts = {"relayouts_in_task": 0, "relayouts_back": 0, "rebalance_moves": 0,
+                       "prefetches": 0, "reads_withdrawn": 0}
+        self.iterations = []
+        self.sched_seconds = []
+        self.initial_makespan = []
+        self.contention = []        # slowdown of each NDP execution by host reads
+        self.placement = []         # per step: domain code per expert of the first sampled layer
+        self.last_codes = None      # the codes of the layer scheduled last
+
+
+_CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
+
+
+def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, profile, run,
+             progress=None) -> dict:
+    """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring)."""
+    domains = _DOMAINS[system]
+    n_layers, n_exp = run.shape[1], run.shape[2]
+    dimms = hw.ndp.dimms
+    eb = costs.expert_bytes
+    # GPU: expert memory minus the shared experts of every MoE layer, split over the MoE layers
+    gpu_room = (hw.gpu.memory_gb - hw.gpu.reserved_gb) * 1e9 - cfg.gpu_staging_experts * eb
+    slots = max(0, int(gpu_room // eb) // model.moe_layers - model.shared_experts)
+    residency = GpuResidency(n_layers, n_exp, slots, cfg.theta_hot)
+    layout = ExpertLayout(n_layers, n_exp, dimms, eb,
+                          hw.ndp.capacity_gb * 1e9 * n_layers / model.moe_layers)
+    predictor = EmaPredictor(n_layers, n_exp, cfg.alpha, cfg.theta_hot)
+    for s in range(profile.shape[0]):
+        for layer in range(n_layers):
+            predictor.update(layer, profile[s, layer])
+    for layer in range(n_layers):
+        residency.fill(layer, predictor.predict(layer))
+    state = _SystemState(residency, layout, np.zeros((n_layers, n_exp)), np.zeros((n_layers, dimms)))
+    if system == "gpu_ndp":
+        for layer in range(n_layers):
+            _localize_cold(costs, state, None, layer, predictor.predict(layer))
+    devices = [Device("gpu", "gpu")]
+    if "cpu" in domains:
+        devices.append(Device("cpu", "cpu"))
+    if "ndp" in domains:
+        devices += [Device(f"ndp{j}", "ndp") for j in range(dimms)]
+    plan = None
+    if system == "trimoe":
+        # initial layout: of two plans, the one whose warm-up (the profile's steps once more,
+        # layout management on, not measured) takes less time
+        trials = {}
+        for plan, make in (("scheduled", _plan_layout), ("cold_localized", _localize_cold)):
+            trial = copy.deepcopy(state)
+            for layer in range(n_layers):
+                make(costs, trial, devices, layer, predictor.predict(layer))
+            warm = _Tally()
+            for s in range(profile.shape[0]):
+                _step(system, cfg, model, costs, trial, devices, profile[s], warm, predictor, s,
+                      learn=False)
+            trials[plan] = (float(np.sum(warm.latency)) + sum(warm.migration.values())
+                            - warm.migration["relayout_in_task"], trial)
+        plan = min(trials, key=lambda k: trials[k][0])
+        state = trials[plan][1]
+    # predictor accuracy is scored on the run only
+    predictor.abs_error = predictor.total_load = 0.0
+    predictor.tp = predictor.fp = predictor.fn = 0
+    tally = _Tally()
+    for s in range(run.shape[0]):
+        _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
+        if progress:
+            progress(system, s + 1, run.shape[0])
+    out = _summary(system, cfg, model, tally, predictor, slots, run)
+    out["initial_layout"] = plan
+    return out
+
+
+def _localize_cold(costs, state, devices, layer, ema):
+    """The GPU+NDP system's layout: every expert not resident on the GPU localized, balanced
+    over the DIMMs by predicted NDP time."""
+    res = state.residency
+    state.layout.localize(layer, [e for e in range(len(ema)) if not res.is_resident(layer, e)],
+                          _predicted_ndp(costs, ema))
+
+
+def _predicted_ndp(costs, ema) -> list:
+    """Each expert's expected NDP time per step from its EMA (an EMA x < 1 read as one token
+    with probability x)."""
+    return [min(1.0, x) * costs.ndp(max(1, round(float(x)))) for x in ema]
+
+
+def _plan_layout(costs, state, devices, layer, ema):
+    """The initial layout of ``layer`` from the predicted loads: the experts predicted to get a
+    token or more (EMA >= 1) are scheduled as if every layout were free, and those the
+    scheduler puts on a DIMM are localized there; the colder ones (EMA < 1: cold experts,
+    a token now and then) are localized too, balanced over the DIMMs; the rest stay striped."""
+    res, lay = state.residency, state.layout
+    warm = [int(e) for e in np.flatnonzero(np.asarray(ema) >= 1)]
+    tasks = []
+    for e in warm:
+        t = int(round(float(ema[e])))
+        times = {"gpu": costs.gpu(t, res.is_resident(layer, e))}
+        if any(d.domain == "cpu" for d in devices):
+            times["cpu"] = costs.cpu(t)
+        used = {}
+        for d in devices:
+            if d.domain == "ndp":
+                times[d.name], used[d.name] = costs.ndp(t), costs.expert_bytes
+        tasks.append(ExpertTask(e, t, times, used))
+    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
+            for d in devices]
+    for e, dev in schedule(tasks, devs).assignment.items():
+        if dev.startswith("ndp"):
+            lay.set_home(layer, e, int(dev[3:]))
+    cold = [e for e in range(len(ema)) if ema[e] < 1 and not res.is_resident(layer, e)]
+    lay.localize(layer, cold, _predicted_ndp(costs, ema))
+
+
+def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s, learn):
+    """One step: every sampled layer scheduled; then (``learn``) the EMA update and prefetch
+    planning for the next step (copies overlap this step's compute), and every
+    ``rebalance_every`` steps the DIMM rebalancing (trimoe)."""
+    step_time = pcie_busy = 0.0
+    for layer in range(loads.shape[0]):
+        t, pcie = _layer(system, cfg, model, costs, state, devices, layer, loads[layer], tally)
+        step_time += t
+        pcie_busy += pcie
+        if layer == 0:
+            tally.placement.append(tally.last_codes)
+    if learn:
+        prefetch_bytes = 0
+        for layer in range(loads.shape[0]):
+            predictor.update(layer, loads[layer])
+            plan = state.residency.plan_prefetch(layer, predictor.predict(layer))
+            state.residency.apply(layer, plan)
+            prefetch_bytes += len(plan) * costs.expert_bytes
+            tally.counts["prefetches"] += len(plan)
+        tally.migration["prefetch_stall"] += max(0.0, prefetch_bytes / costs.pcie - (step_time - pcie_busy))
+    if system == "trimoe" and (s + 1) % cfg.rebalance_every == 0:
+        for layer in range(loads.shape[0]):
+            pred = _predicted_ndp(costs, predictor.predict(layer))
+            moves = state.layout.rebalance(layer, pred, cfg.rebalance_moves,
+                                           lambda a, b: costs.move(abs(a - b)), cfg.rebalance_every)
+            tally.counts["rebalance_moves"] += len(moves)
+            tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
+
+
+def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads):
+    """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s); ``avoid_reads``:
+    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss."""
+    res, lay = state.residency, state.layout
+    batch = int(loads.sum()) // model.top_k
+    tasks = [ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)})
+             for k in range(model.shared_experts)]
+    for e in np.flatnonzero(loads):
+        e, t = int(e), int(loads[e])
+        hit = res.is_resident(layer, e)
+        home = int(lay.home[layer, e])
+        striped = home == STRIPED
+        times, used = {}, {}
+        if "ndp0" in names:
+            if not striped:
+                times[f"ndp{home}"] = costs.ndp(t, rates[home])
+            elif system == "trimoe":
+                for j in range(lay.dimms):
+                    if lay.free(j) >= costs.expert_bytes:
+                        times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, rates[j])
+                        used[f"ndp{j}"] = costs.expert_bytes
+        if hit or not (avoid_reads and times):
+            times["gpu"] = costs.gpu(t, hit, striped)
+        if "cpu" in names and not (avoid_reads and times.keys() - {"gpu"}):
+            times["cpu"] = costs.cpu(t, striped)
+        tasks.append(ExpertTask(e, t, times, used))
+    return tasks
+
+
+def _kind(state, layer, e, dev) -> str:
+    if dev == "gpu":
+        return "gpu_hit" if state.residency.is_resident(layer, e) else "gpu_miss"
+    return "cpu" if dev == "cpu" else "ndp"
+
+
+def _contended(costs, state, layer, tasks, sched, prev_rates):
+    """The schedule's device loads with each DIMM's NDP work at the host-read rate the schedule
+    makes it serve (bytes the CPU and GPU misses read from it over the layer's time: a striped
+    expert spreads over all DIMMs, a localized one loads its home); returns (loads, rates)."""
+    lay = state.layout
+    host_bytes = np.zeros(lay.dimms)
+    for task in tasks:
+        if task.expert >= 0 and _kind(state, layer, task.expert, sched.assignment[task.expert]) \
+                in ("cpu", "gpu_miss"):
+            home = int(lay.home[layer, task.expert])
+            if home == STRIPED:
+                host_bytes += costs.expert_bytes / lay.dimms
+            else:
+                host_bytes[home] += costs.expert_bytes
+    loads = dict(sched.loads)
+    rates = host_bytes / sched.makespan / 1e9 if sched.makespan > 0 else np.zeros(lay.dimms)
+    for task in tasks:
+        dev = sched.assignment[task.expert]
+        if dev.startswith("ndp"):
+            j = int(dev[3:])
+            loads[dev] += costs.ndp(task.tokens, rates[j]) - costs.ndp(task.tokens, prev_rates[j])
+    return loads, rates
+
+
+def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
+    """Schedule one layer of one step; returns (latency seconds, PCIe busy seconds).
+
+    Host reads slow the DIMMs' NDP work down, so when a system has the DIMMs and another
+    domain that reads them, the layer is scheduled twice - with every option, and with the
+    CPU and GPU-miss options withdrawn from the experts a DIMM can run - and the schedule
+    whose makespan *with* the contention it causes is lower is kept."""
+    lay = state.layout
+    names = {d.name for d in devices}
+    prev = state.contention[layer]
+    # capacity of the DIMMs for gathered experts: what the layout books leave free
+    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
+            for d in devices]
+    candidates = []
+    for avoid in ((False, True) if "ndp0" in names else (False,)):
+        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid)
+        sched = schedule(tasks, devs)
+        dev_loads, rates = _contended(costs, state, layer, tasks, sched, prev)
+        candidates.append((max(dev_loads.values()), avoid, tasks, sched, dev_loads, rates))
+    makespan, avoid, tasks, sched, dev_loads, rates = min(candidates, key=lambda c: (c[0], c[1]))
+    tally.counts["reads_withdrawn"] += avoid
+    tally.iterations.append(sum(c[3].iterations for c in candidates))
+    tally.sched_seconds.append(sum(c[3].seconds for c in candidates))
+    tally.initial_makespan.append(sched.initial_makespan)
+    pcie = 0.0
+    codes = np.zeros(len(loads), np.int8)
+    for task in tasks:
+        e = task.expert
+        if e < 0:
+            continue
+        dev = sched.assignment[e]
+        kind = _kind(state, layer, e, dev)
+        is_striped = lay.home[layer, e] == STRIPED
+        if kind == "gpu_miss":
+            pcie += costs.pcie_transfer()
+        if kind == "ndp":
+            j = int(dev[3:])
+            tally.contention.append(costs.contention(task.tokens, rates[j]))
+        tally.executions[kind] += 1
+        codes[e] = _CODE[kind]
+        # layout changes caused by this schedule (trimoe only)
+        if system == "trimoe":
+            if kind == "ndp" and is_striped:
+                lay.set_home(layer, e, int(dev[3:]))
+                tally.migration["relayout_in_task"] += costs.relayout(True)
+                tally.counts["relayouts_in_task"] += 1
+            elif kind in ("cpu", "gpu_miss") and not is_striped:
+                # rent or buy: relayout back once the time lost to reading it from one DIMM
+                # adds up to what the relayout costs (at most twice the better choice in hindsight)
+                t = task.tokens
+                state.loss[layer, e] += (costs.cpu(t, False) - costs.cpu(t, True) if kind == "cpu"
+                                         else costs.gpu(t, False, False) - costs.gpu(t, False, True))
+                if state.loss[layer, e] >= costs.relayout(False):
+                    lay.set_home(layer, e, STRIPED)
+                    state.loss[layer, e] = 0.0
+                    tally.migration["relayout_back"] += costs.relayout(False)
+                    tally.counts["relayouts_back"] += 1
+            elif kind == "ndp":
+                state.loss[layer, e] = 0.0
+    tally.last_codes = codes
+    state.contention[layer] = rates
+    tally.latency.append(makespan)
+    for d in devices:
+        tally.busy[d.domain] += dev_loads[d.name]
+        tally.capacity_time[d.domain] += makespan
+    return makespan, pcie
+
+
+def _mean(xs):
+    return float(np.mean(xs)) if len(xs) else 0.0
+
+
+def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
+    layer_s = _mean(tally.latency)
+    total = float(np.sum(tally.latency))
+    # relayouts into a DIMM are inside their NDP task (the layer's makespan); the rest is extra
+    extra = float(sum(v for k, v in tally.migration.items() if k != "relayout_in_task"))
+    runs = sum(tally.executions.values())
+    gpu_runs = tally.executions["gpu_hit"] + tally.executions["gpu_miss"]
+    util = {d: (tally.busy[d] / tally.capacity_time[d] if tally.capacity_time[d] else None)
+            for d in tally.busy}
+    step_moe_s = layer_s * model.moe_layers
+    return {
+        "system": system,
+        "moe_layer_latency_ms": layer_s * 1e3,
+        "moe_layer_latency_p99_ms": float(np.percentile(tally.latency, 99)) * 1e3,
+        "step_moe_time_ms": step_moe_s * 1e3,
+        "throughput_tokens_per_s": cfg.batch / (step_moe_s + extra / run.shape[0] * model.moe_layers
+                                                / run.shape[1]) if step_moe_s else None,
+        "utilisation": util,
+        "executions": dict(tally.executions),
+        "execution_share": {k: v / runs for k, v in tally.executions.items()} if runs else {},
+        "gpu_hit_rate": tally.executions["gpu_hit"] / gpu_runs if gpu_runs else None,
+        "gpu_slots_per_layer": slots,
+        "migration_seconds": dict(tally.migration),
+        # time spent migrating: stalls (background relayouts, rebalancing, prefetch beyond the
+        # PCIe's idle time) as a share of the wall time, and relayouts into a DIMM as a share of
+        # the DIMMs' busy time (they run inside the NDP tasks)
+        "migration_stall_share": extra / (total + extra) if total + extra else 0.0,
+        "migration_ndp_share": (tally.migration["relayout_in_task"] / tally.busy["ndp"]
+                                if tally.busy["ndp"] else 0.0),
+        "migration_counts": dict(tally.counts),
+        "scheduler": {"iterations_mean": _mean(tally.iterations),
+                      "iterations_max": int(max(tally.iterations, default=0)),
+                      "seconds_per_layer_mean": _mean(tally.sched_seconds),
+                      "seconds_per_layer_max": float(max(tally.sched_seconds, default=0.0)),
+                      "greedy_makespan_ms": _mean(tally.initial_makespan) * 1e3},
+        "ndp_contention_slowdown_mean": _mean(tally.contention),
+        "placement": [c.tolist() for c in tally.placement],
+        "predictor": {**predictor.accuracy(),
+                      "state_bytes_full_model": model.moe_layers * model.experts * 4},
+    }
+
+
+def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None) -> dict:
+    """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
+    called after each simulated step; ``costs`` reuses measured costs (else measured here)."""
+    t0 = time.perf_counter()
+    model = load_moe_model(cfg.model)
+    hw = load_trimoe_hardware(cfg.hardware)
+    profile, run, meta = make_traces(cfg, model)
+    core = CoreConfig(n_units=cfg.units, act_lanes=cfg.act_lanes)
+    t_cost = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if costs is None:
+            kwargs = {"functional": False} if cfg.backend == "model" else {}
+            with Dimm(cfg.backend, core, **kwargs) as dimm:
+                costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
+    t_cost = time.perf_counter() - t_cost
+    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress) for s in cfg.systems}
+    base = results.get("gpu_only")
+    for r in results.values():
+        r["speedup_vs_gpu_only"] = (base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
+                                    if base and r["moe_layer_latency_ms"] else None)
+    return {
+        "config": dataclasses.asdict(cfg),
+        "model": dataclasses.asdict(model),
+        "hardware": dataclasses.asdict(hw),
+        "trace": {"meta": meta, "profile_steps": int(profile.shape[0]), "run_steps": int(run.shape[0]),
+                  "mean_tokens_per_active_expert": float(run[run > 0].mean()),
+                  "active_experts_per_layer": float((run > 0).sum(axis=2).mean())},
+        "provenance": {
+            "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
+                          f"{core.act_lanes} activation lanes (driver API, sw/scenarios/trimoe/expert.py)",
+            "dimm_link": None if costs.link is None else
+            f"{costs.link.backend}, bit-error rate {costs.link.ber:g}",
+            "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "
+                       "(sw/scenarios/trimoe/costs.py)",
+            "warnings": sorted({str(w.message) for w in caught})},
+        "costs": costs.as_dict(),
+        "systems": results,
+        "wall_seconds": {"costs": t_cost, "total": time.perf_counter() - t0},
+        "tokens_per_step": cfg.batch,
+        "moe_layers": model.moe_layers,
+        "notes": "MoE layers only; layer latency is the scheduled makespan with NDP contention",
+    }

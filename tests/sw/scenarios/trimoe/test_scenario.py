@@ -1,0 +1,229 @@
+"""TriMoE scenario: a small MoE through the whole run, determinism, traces, bad input, CLI."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.sw.scenarios.catalog import CatalogError
+from ndpdimm.sw.cli import main
+from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+from ndpdimm.sw.scenarios.trimoe.traces import RoutingTraceConfig, synthetic_routing
+from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
+from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_moe_model, load_trimoe_hardware
+from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
+from ndpdimm.sw.scenarios.trimoe.report import format_report, write_report
+
+SMALL = dict(hidden=512, layers=4, dense_layers=0, dense_ffn=0, experts=32, top_k=4,
+             shared_experts=1, expert_ffn=256, heads=8, kv_heads=8,
+             attention_params_per_layer=4 * 512 * 512, vocab=1000, tied_embeddings=False)
+
+
+def _toml(d: dict) -> str:
+    return "\n".join(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}"
+                     for k, v in d.items()) + "\n"
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    shape = MoeShape(name="small-moe", source="test", nominal_params_b=1.0, **SMALL)
+    path = tmp_path_factory.mktemp("moe") / "small-moe.toml"
+    path.write_text(_toml({"name": "small-moe", "source": "tests/sw/scenarios/trimoe/test_scenario.py",
+                           "nominal_params_b": shape.params / 1e9, **SMALL}))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def small_costs(small_model):
+    model, hw = load_moe_model(small_model), load_trimoe_hardware()
+    with Dimm("model", CoreConfig(), functional=False) as dimm:
+        return measure_domain_costs(model, hw, dimm)
+
+
+def _cfg(small_model, **kw):
+    base = dict(model=small_model, batch=128, steps=6, profile_steps=4, sample_layers=2,
+                units=16, act_lanes=16, rebalance_every=2)
+    return TriMoeConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def small_run(small_model, small_costs):
+    return run_trimoe(_cfg(small_model), costs=small_costs)
+
+
+def test_every_system_reports_consistent_figures(small_run):
+    r = small_run
+    assert list(r["systems"]) == list(SYSTEMS)
+    for name, s in r["systems"].items():
+        assert s["moe_layer_latency_ms"] > 0
+        assert s["moe_layer_latency_p99_ms"] >= s["moe_layer_latency_ms"] * 0.999
+        assert s["throughput_tokens_per_s"] == pytest.approx(
+            128 / (s["step_moe_time_ms"] / 1e3 + s["migration_stall_share"] /
+                   (1 - s["migration_stall_share"]) * s["step_moe_time_ms"] / 1e3), rel=1e-6)
+        for dom, u in s["utilisation"].items():
+            assert u is None or 0 <= u <= 1 + 1e-9
+        assert s["scheduler"]["greedy_makespan_ms"] >= 0
+    only = r["systems"]["gpu_only"]
+    assert only["executions"]["cpu"] == only["executions"]["ndp"] == 0
+    assert r["systems"]["gpu_cpu"]["executions"]["ndp"] == 0
+    assert r["systems"]["gpu_ndp"]["executions"]["cpu"] == 0
+    # a domain the system does not have is never busy
+    assert only["utilisation"]["cpu"] is None and only["utilisation"]["ndp"] is None
+    # more devices help here: the GPU alone pays PCIe for every miss
+    assert r["systems"]["trimoe"]["moe_layer_latency_ms"] < only["moe_layer_latency_ms"]
+
+
+def test_execution_counts_match_the_trace(small_model, small_costs, small_run):
+    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces
+    _, run, _ = make_traces(_cfg(small_model), load_moe_model(small_model))
+    active = int((run > 0).sum())
+    for s in small_run["systems"].values():
+        assert sum(s["executions"].values()) == active
+
+
+def test_provenance_and_predictor(small_run):
+    r = small_run
+    assert r["provenance"]["ndp_expert"].startswith("model backend, NdpCore 16 units")
+    p = r["systems"]["trimoe"]["predictor"]
+    assert 0 <= p["load_accuracy"] <= 1 and p["state_bytes_full_model"] == 4 * 32 * 4
+    assert "TriMoE (GPU + CPU + NDP)" in format_report(r)
+
+
+def test_deterministic_for_a_seed(small_model, small_costs, small_run):
+    again = run_trimoe(_cfg(small_model), costs=small_costs)
+    for name in SYSTEMS:
+        a, b = small_run["systems"][name], again["systems"][name]
+        drop = ("scheduler",)
+        assert {k: v for k, v in a.items() if k not in drop} == \
+            {k: v for k, v in b.items() if k not in drop}
+    other = run_trimoe(_cfg(small_model, seed=3), costs=small_costs)
+    assert other["systems"]["trimoe"]["placement"] != small_run["systems"]["trimoe"]["placement"]
+
+
+def test_recorded_trace_replays(tmp_path, small_model, small_costs):
+    trace = synthetic_routing(RoutingTraceConfig(n_experts=32, top_k=4, layers=2, tokens=64,
+                                                 steps=7, seed=5))
+    path = tmp_path / "t.npz"
+    trace.save(path)
+    r = run_trimoe(_cfg(small_model, trace=str(path), systems=("gpu_ndp", "trimoe")),
+                   costs=small_costs)
+    assert r["trace"]["run_steps"] == 3 and r["trace"]["profile_steps"] == 4
+    assert list(r["systems"]) == ["gpu_ndp", "trimoe"]
+    assert r["systems"]["trimoe"]["executions"] and sum(
+        r["systems"]["trimoe"]["executions"].values()) == int((trace.loads()[4:] > 0).sum())
+
+
+def test_report_files(tmp_path, small_run):
+    files = write_report(small_run, tmp_path)
+    assert [f.name for f in files] == ["trimoe.json", "trimoe_latency.png", "trimoe_utilisation.png",
+                                       "trimoe_placement.png"]
+    assert json.loads(files[0].read_text())["systems"]["trimoe"]["moe_layer_latency_ms"] > 0
+    assert all(f.stat().st_size > 1000 for f in files[1:])
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"batch": 0}, "batch"), ({"steps": True}, "steps"), ({"alpha": 0.0}, "alpha"),
+    ({"theta_hot": 2}, "theta_hot"), ({"rebalance_every": 0}, "rebalance_every"),
+    ({"backend": "fpga"}, "backend"), ({"systems": ("gpu_only", "tpu")}, "systems"),
+    ({"systems": ()}, "systems"), ({"rebalance_moves": -1}, "rebalance_moves"),
+])
+def test_bad_config(kw, match):
+    with pytest.raises(ValueError, match=match):
+        TriMoeConfig(**kw)
+
+
+def test_bad_model_trace_and_hardware(tmp_path, small_model, small_costs):
+    with pytest.raises(CatalogError, match="unknown MoE model"):
+        run_trimoe(TriMoeConfig(model="gpt-5"))
+    with pytest.raises(CatalogError):
+        run_trimoe(TriMoeConfig(hardware=str(tmp_path / "missing.toml")))
+    wrong = synthetic_routing(RoutingTraceConfig(n_experts=16, top_k=4, layers=2, tokens=8, steps=6))
+    wrong.save(tmp_path / "w.npz")
+    with pytest.raises(ValueError, match="16 experts"):
+        run_trimoe(_cfg(small_model, trace=str(tmp_path / "w.npz")), costs=small_costs)
+    short = synthetic_routing(RoutingTraceConfig(n_experts=32, top_k=4, layers=2, tokens=8, steps=3))
+    short.save(tmp_path / "s.npz")
+    with pytest.raises(ValueError, match="need more than"):
+        run_trimoe(_cfg(small_model, trace=str(tmp_path / "s.npz")), costs=small_costs)
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="bad.npz"):
+        run_trimoe(_cfg(small_model, trace=str(tmp_path / "bad.npz")), costs=small_costs)
+
+
+def test_cli(tmp_path, small_model, capsys):
+    out = tmp_path / "out"
+    rc = main(["trimoe", "--model", small_model, "--steps", "2", "--profile-steps", "2",
+               "--sample-layers", "1", "--batch", "64", "--units", "16", "--act-lanes", "16",
+               "--systems", "gpu_cpu,trimoe", "--out-dir", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "GPU + AMX CPU" in text and "TriMoE (GPU + CPU + NDP)" in text
+    assert (out / "trimoe.json").exists() and (out / "trimoe_placement.png").exists()
+    assert main(["trimoe", "--systems", "gpu_only,tpu", "--out-dir", str(out)]) == 2
+    assert main(["trimoe", "--model", "nope", "--out-dir", str(out)]) == 2
+    assert "unknown MoE model 'nope'" in capsys.readouterr().err
+
+
+def test_relayout_keeps_an_expert_intact():
+    """An expert's bytes striped over 4 DIMMs -> localized on DIMM 2 -> striped again, with the
+    RELAYOUT descriptors the scenario's relayout costs are measured with."""
+    block, n_blocks, d = 4096, 10, 4
+    data = torch.randint(0, 256, (n_blocks * block,), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(1))
+    system = NdpSystem(d, "model", CoreConfig(link=True))
+    try:
+        per = -(-n_blocks // d)
+        striped = [x.alloc(per * block) for x in system]
+        localized = [x.alloc(n_blocks * block) for x in system]
+        back = [x.alloc(per * block) for x in system]
+        staging = [x.alloc_sram(2 * block) for x in system]
+        for k in range(n_blocks):
+            system[k % d].write(striped[k % d], data[k * block:(k + 1) * block], (k // d) * block)
+        for to_loc, src, dst in ((True, striped, localized), (False, localized, back)):
+            descs = [x.relayout_descriptor(to_loc, d, 2, block, n_blocks, src[i].addr, dst[i].addr,
+                                           staging[i].addr) for i, x in enumerate(system)]
+            for x, desc in zip(system, descs):
+                x.submit([desc])
+            for x, desc in zip(system, descs):
+                assert x.wait([desc.id])[0].ok
+            if to_loc:
+                assert torch.equal(system[2].read(localized[2], torch.uint8), data)
+        for k in range(n_blocks):
+            got = system[k % d].read(back[k % d], torch.uint8, block, (k // d) * block)
+            assert torch.equal(got, data[k * block:(k + 1) * block])
+    finally:
+        system.close()
+
+
+def test_domain_costs_shape(small_costs):
+    c = small_costs
+    # GPU miss is never faster than a hit; a localized expert reads slower than a striped one
+    for t in (1, 16, 100):
+        assert c.gpu(t, False) >= c.gpu(t, True)
+        assert c.cpu(t, striped=False) >= c.cpu(t, striped=True)
+        assert c.ndp(t, 12.8) >= c.ndp(t) > 0
+    assert c.ndp(33) > c.ndp(16) > 0              # three passes of max_batch vs one
+    assert c.link.move(15) > c.link.move(1) > 0
+    with pytest.raises(ValueError, match="hops"):
+        c.link.move(0)
+    assert dataclasses.asdict(c.link)["dimms"] == 16
+
+
+def test_link_errors_cost_time_and_show_in_the_counters(small_costs):
+    from ndpdimm.sw.scenarios.trimoe.costs import measure_link_costs
+    clean = small_costs.link
+    assert clean.ber == 0 and clean.counters["frames_sent"] > 0 and clean.counters["crc_errors"] == 0
+    assert clean.replay_share == 0
+    bad = measure_link_costs(small_costs.expert_bytes, 16, CoreConfig(), ber=1e-4)
+    assert bad.counters["crc_errors"] > 0 and bad.counters["replays"] > 0
+    assert bad.replay_share > 0.1
+    assert bad.move(15) > clean.move(15) and bad.to_striped > clean.to_striped
+
+
+def test_bad_link_ber(tmp_path):
+    for v in (-1e-6, 0.5, True):
+        with pytest.raises(ValueError, match="link_ber"):
+            TriMoeConfig(link_ber=v)
+    assert main(["trimoe", "--link-ber", "2", "--out-dir", str(tmp_path)]) == 2
