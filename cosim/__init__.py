@@ -1,1 +1,13 @@
-"""Golden model, Verilator/cocotb build-and-run, reference models and benches."""
+"""Verification and co-simulation: everything that checks or runs the RTL, and the models beside it.
+
+At the top: ``backend`` (the interface between the host driver and one simulated
+DIMM: ``Backend``, ``CoreConfig``, ``Completion``) and ``arguments`` (shared
+command-line value types). By part: ``golden/`` (the bit-exact torch golden model and
+the functional reference of the core), ``gemv/`` (GEMV jobs, their stream traffic and
+test cases), ``rtl/`` (Verilator build, the C++ fast harness = the RTL backend, cocotb
+benches), ``model/`` (the calibrated performance model = the model backend, and its
+calibration), ``dram/`` (the DRAM model with its timing checker, Python and C++),
+``link/`` (DIMM-Link models), ``amaranth_sim/`` (helpers for Amaranth-simulator tests).
+
+May import: ``ndpdimm.hw`` and ``ndpdimm.cosim``; nothing of ``sw``, ``synth`` or ``bench``.
+"""

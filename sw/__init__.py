@@ -1,1 +1,12 @@
-"""Host runtime, scenarios and the ndpdimm CLI."""
+"""The host runtime: the driver API, real-layer runs, the scenarios, sweeps and the ``ndpdimm`` CLI.
+
+``driver/`` (the host driver over either backend), ``layer/`` (one real transformer
+layer through the driver or the engine RTL), ``scenarios/`` (Hermes, TriMoE, RAPID and
+their shared catalogue), ``sweep/`` (design-space sweeps and the sharded regression on
+Dask), ``cli`` (the command line), ``result_files`` (JSON and PNG outputs), ``configs/``
+(model and hardware TOML files with their sources).
+
+May import: ``ndpdimm.hw``; ``ndpdimm.cosim`` only through the driver (``sw.driver``),
+the backend interface (``cosim.backend``) and the golden model (``cosim.golden``),
+never a backend class; the CLI may import anything (``tests/test_layering.py``).
+"""

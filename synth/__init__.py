@@ -1,1 +1,10 @@
-"""Yosys synthesis flow and area reports (issue 7)."""
+"""Synthesis: Yosys (yowasp) over every block and the top, area with the NanGate45 Liberty.
+
+``command`` (``ndpdimm synth`` / ``make synth``), ``blocks`` (the blocks reported and
+their parameters), ``flow`` (drive Yosys, collect statistics), ``liberty`` (the cell
+library), ``sram_macro`` (SRAMs as macros with a density model), ``parallel_multiplier``
+(the comparison circuit), ``scaling`` (45 nm -> 7 nm-class estimate), ``report``
+(Markdown, JSON, chart into ``synth/reports/``).
+
+May import: ``ndpdimm.hw`` and ``ndpdimm.cosim`` (Verilog elaboration helpers); never ``sw``.
+"""

@@ -1,1 +1,9 @@
-"""ndpdimm.cosim.link."""
+"""DIMM-Link models: reference codes and frames, behavioural channels, and the link on the model backend.
+
+``line_code`` (64b/66b reference), ``frames`` (frame reference and a flit channel),
+``channel`` (one direction of a link's channel: rate, latency, bit errors), ``chain``
+(several DIMMs' link blocks for Amaranth-simulator tests), ``model`` (``LinkFabric``:
+link descriptors between model-backend DIMMs, with an error model).
+
+May import: ``ndpdimm.hw`` and ``ndpdimm.cosim``.
+"""

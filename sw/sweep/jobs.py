@@ -218,7 +218,7 @@ def run_job(name: str, params: dict) -> dict:
     out = {"worker_pid": os.getpid()}
     try:
         out.update(status="ok", result=_RUNNERS[name](dict(params)))
-    except Exception as e:                          # noqa: BLE001 - reported per point
+    except Exception as e:                          # any error: reported per point
         out.update(status="error", error=f"{type(e).__name__}: {e}",
                    traceback=traceback.format_exc(limit=8))
     out["task_seconds"] = time.perf_counter() - t0

@@ -481,7 +481,7 @@ class RandomCoreTB(NdpCoreTB):
         pb = store.page_bytes
         host_pages = range(HOST_REGION // pb, (HOST_REGION + HOST_BURSTS * BURST_BYTES) // pb + 1) \
             if self.host_shadow else ()
-        for p in sorted(set(store._pages) | set(mirror._pages)):   # noqa: SLF001 (bench)
+        for p in sorted(set(store._pages) | set(mirror._pages)):   # the bench reads the stores' pages
             if p in host_pages:
                 continue
             got, want = store.read(p * pb, pb), mirror.read(p * pb, pb)

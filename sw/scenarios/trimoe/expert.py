@@ -207,12 +207,12 @@ def _pass(e: ExpertWeights, xb: torch.Tensor, chain: _Chain, fetch: bool):
     s_parts, a_parts = [], []
     step = _chunk(d, n, 4 + 4)                                    # SiLU: FP32 in, FP32 out
     for i in range(0, n, step):
-        s = chain(lambda: d.activation("silu", g[i:i + step], out_dtype=F32, fetch=fetch))
+        s = chain(lambda i=i: d.activation("silu", g[i:i + step], out_dtype=F32, fetch=fetch))
         s_parts.append(torch.zeros(min(step, n - i), dtype=F32) if s is None else s)
     s = torch.cat(s_parts)
     step = _chunk(d, n, 4 + 4 + 2)                                # MUL: 2 x FP32 in, FP16 out
     for i in range(0, n, step):
-        a = chain(lambda: d.eltwise("mul", s[i:i + step], u[i:i + step], out_dtype=dtype,
+        a = chain(lambda i=i: d.eltwise("mul", s[i:i + step], u[i:i + step], out_dtype=dtype,
                                     fetch=fetch))
         a_parts.append(torch.zeros(min(step, n - i), dtype=dtype) if a is None else a)
     a = torch.cat(a_parts).reshape(b, F)

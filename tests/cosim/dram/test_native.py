@@ -326,7 +326,7 @@ def _build_in(root, flags, cxx, barrier, out):
     out.write_text(str(native.build_library(build_root=root, flags=flags)))
 
 
-def test_concurrent_builders_compile_once(tmp_path):
+def test_concurrent_builders_compile_once(tmp_path, spawn_importable):
     """Two processes asking for the same new library at once: one compiles, both get it."""
     count = tmp_path / "compiles"
     cxx = tmp_path / "counting-g++"                # counts compiles; slow, to widen the race

@@ -99,7 +99,7 @@ def _build_in(build_root):
 
 
 @pytest.mark.sim
-def test_concurrent_builds_of_one_hash_build_once(tmp_path, capfd):
+def test_concurrent_builds_of_one_hash_build_once(tmp_path, capfd, spawn_importable):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
         dirs = pool.map(_build_in, [tmp_path, tmp_path], chunksize=1)

@@ -581,7 +581,7 @@ def test_latency_and_goodput_small():
     """Cycle behaviour promised in the module docstring (first flit, delivery, ack, a flit per slot)."""
     for words, extra in ((2, 0), (1, 1)):
         replay_level = []
-        hook = lambda bench, ctx, cycle: replay_level.append(bench.a.state.get("replay_level"))
+        hook = lambda bench, ctx, cycle, level=replay_level: level.append(bench.a.state.get("replay_level"))
         bench = LinkBench(SMALL, seed=16, packets_a=[(1, bytes(32 * words))], hook=hook).run()
         # tx_packet last beat -> first flit (this seed has a PHY slot free at once)
         assert bench.a.flit_cycles[0] - bench.a.tx_last_cycles[0] == 3 + extra

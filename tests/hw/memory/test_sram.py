@@ -150,7 +150,7 @@ def test_back_pressure_stops_reads_not_writes():
     for depth in (1, 2, 3, 5):
         params = dict(SMALL, resp_depth=depth)
         rng = random.Random(depth)
-        read = lambda: {"addr": rng.randrange(512), "write": 0, "data": 0, "mask": 0}
+        read = lambda rng=rng: {"addr": rng.randrange(512), "write": 0, "data": 0, "mask": 0}
         writes = [{"addr": i, "write": 1, "data": i, "mask": 0xFF} for i in range(8)]
         hold = 30
         port0 = [read() for _ in range(depth)] + writes + [read() for _ in range(4)]

@@ -62,7 +62,7 @@ class _Cluster:
                 with Client(self.address, timeout="5s") as c:
                     c.wait_for_workers(workers, timeout=max(1, deadline - time.time()))
                 break
-            except Exception:                      # noqa: BLE001 - still starting
+            except Exception:                      # any error: still starting
                 if time.time() > deadline:
                     self.close()
                     raise
