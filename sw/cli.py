@@ -353,7 +353,7 @@ def main(argv=None):
             from ndpdimm.synth import command as synth_command
             synth_command.run(args)
         elif args.command == "hermes":
-            from ndpdimm.sw.scenarios.hermes.scenario import HermesConfig
+            from ndpdimm.sw.scenarios.hermes.config import HermesConfig
             from ndpdimm.sw.scenarios.hermes.report import hermes_command
             values = None
             if args.values is not None:

@@ -5,7 +5,7 @@ into one table row of numbers and strings (:func:`run_job`). The scenario jobs t
 the fields of their configuration dataclass, so a sweep file uses the names the CLI and the
 docs use:
 
-* ``hermes``: :class:`~ndpdimm.sw.scenarios.hermes.scenario.HermesConfig` -> tokens/s, ms/step and tokens/J of
+* ``hermes``: :class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig` -> tokens/s, ms/step and tokens/J of
   every system, the hot share and the ILP time;
 * ``trimoe``: :class:`~ndpdimm.sw.scenarios.trimoe.scenario.TriMoeConfig` -> MoE-layer latency and tokens/s of
   every system;
@@ -47,7 +47,8 @@ class Job:
 
 
 def _hermes(p):
-    from ndpdimm.sw.scenarios.hermes.scenario import HermesConfig, run_hermes
+    from ndpdimm.sw.scenarios.hermes.config import HermesConfig
+    from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
     r = run_hermes(HermesConfig(**p), log=lambda *a, **k: None)
     row = {"hot_share": r["placement"]["hot_share"],
            "ilp_seconds": r["placement"]["solve_seconds"]}
@@ -120,7 +121,7 @@ def _probe(p):
 
 
 JOBS = {
-    "hermes": Job("hermes", "Hermes scenario (sw/scenarios/hermes/scenario.py)", "ndpdimm.sw.scenarios.hermes.scenario:HermesConfig",
+    "hermes": Job("hermes", "Hermes scenario (sw/scenarios/hermes/scenario.py)", "ndpdimm.sw.scenarios.hermes.config:HermesConfig",
                   {}, "dimms", ("hermes_tokens_per_s",)),
     "trimoe": Job("trimoe", "TriMoE scenario (sw/scenarios/trimoe/scenario.py)", "ndpdimm.sw.scenarios.trimoe.scenario:TriMoeConfig",
                   {}, "batch", ("trimoe_latency_ms",)),

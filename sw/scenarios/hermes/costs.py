@@ -24,20 +24,32 @@ to a line (:class:`LinearCost`, ``cycles = fixed + slope x n``):
   neighbouring DIMM over DIMM-Link (two linked DIMMs on the model backend:
   links between RTL DIMMs run only in the cocotb bench, and the link model
   is fitted to it, 6.3 % largest error).
+
+A run's kernel times together: :class:`Costs` holds those lines (the neuron
+cost at the run's batch), the GPU roofline model (``sw/scenarios/gpu.py``, the
+hardware file's efficiency factors) and the PCIe link (:meth:`Costs.pcie`:
+``latency + bytes / bandwidth``, hardware file); :func:`measure_costs`
+measures the NDP lines on a ``Dimm`` of the run's backend and core
+(:class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig`). A sweep reuses one
+per model, batch and core.
 """
 
 import dataclasses
+import time
+import warnings
 
 import numpy as np
 import torch
 
+from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-
-from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape
+from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 
 __all__ = ["NeuronCost", "ndp_neuron_cost", "LinearCost", "ndp_dense_cost", "ndp_attention_cost",
-           "link_merge_cost"]
+           "link_merge_cost", "Costs", "measure_costs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,3 +219,63 @@ def link_merge_cost(config, samples=(1024, 4096, 16384)) -> LinearCost:
     slope, fixed = _fit(points)
     return LinearCost("FP32 ATOMIC_ADD into the neighbouring DIMM, per byte", slope, fixed,
                       tuple(points), "model (DIMM-Link model)")
+
+
+# ---- the kernel times of a run -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Costs:
+    """The kernel times of a run (see the module docstring)."""
+    gpu: GpuModel
+    hardware: Hardware
+    neuron: object                         # NeuronCost, NDP, at the run's batch
+    dense: object                          # LinearCost: QKV rows on one DIMM
+    attention: object                      # LinearCost: one (sequence, K/V head) per cached token
+    merge: object                          # LinearCost: ATOMIC_ADD bytes into the neighbour
+    backend: str
+    core: CoreConfig
+    seconds: float                         # wall time of the measurements
+
+    def pcie(self, n_bytes: float) -> float:
+        if n_bytes <= 0:
+            return 0.0
+        p = self.hardware.pcie
+        return p.latency_us * 1e-6 + n_bytes / (p.gbytes_per_s * 1e9)
+
+    def as_dict(self) -> dict:
+        def lin(c):
+            return {"what": c.what, "fixed_cycles": c.fixed, "slope_cycles": c.slope,
+                    "samples": [list(p) for p in c.samples], "backend": c.backend}
+        return {"backend": self.backend, "core": dataclasses.asdict(self.core),
+                "ndp_clock_hz": NDP_CLOCK_HZ, "measure_seconds": self.seconds,
+                "neuron": {"per_neuron_cycles": self.neuron.per_neuron_cycles,
+                           "fixed_cycles": self.neuron.fixed_cycles,
+                           "samples": [list(p) for p in self.neuron.samples],
+                           "backend": self.neuron.backend},
+                "dense_rows": lin(self.dense), "attention": lin(self.attention),
+                "merge": lin(self.merge)}
+
+
+def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=None,
+                  core: CoreConfig | None = None) -> Costs:
+    """NDP kernel lines through the driver API on ``cfg.backend`` (see the module docstring);
+    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes)."""
+    t0 = time.perf_counter()
+    core = cfg.core() if core is None else core
+    kwargs = {"functional": False} if cfg.backend == "model" else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # the RTL simulates every cycle: smaller samples (the fit is a line either way)
+        rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
+        contexts = (128, 512) if cfg.backend == "model" else (32, 96)
+        with Dimm(cfg.backend, core, **kwargs) as dimm:
+            neuron = ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch,
+                                     dtype=cfg.cold_dtype)
+            dense = ndp_dense_cost(model, dimm, samples=rows, batch=cfg.batch)
+            attention = ndp_attention_cost(model, dimm, samples=contexts)
+        merge = link_merge_cost(core)
+    if log:
+        for w in {str(w.message) for w in caught}:
+            log(f"[hermes] note: {w}")
+    return Costs(GpuModel(hardware.gpu), hardware, neuron, dense, attention, merge, cfg.backend,
+                 core, time.perf_counter() - t0)

@@ -1,19 +1,15 @@
 """Hermes decode, functionally: one decode step of a reduced ReLU LLM split between a GPU and NDP-DIMMs.
 
-What it does. :class:`ReducedModel` is a tiny OPT-style decoder (pre-LayerNorm,
-multi-head attention, residual, MLP ``fc1 -> ReLU -> fc2``, residual; no final
-LayerNorm, no embeddings: a step takes hidden states and returns hidden
-states) with deterministic random FP16 weight matrices from a seed. Its fc1
-biases are shifted negative so that ReLU fires for roughly 10-30 % of the
-neurons per token, and a ``hot_fraction`` of neurons get a positive bias and
-fire most of the time (the skew Hermes exploits). :func:`reference_decode_step`
-is the plain torch forward of one decode step over a KV cache (float32, or
-float64 for the accuracy check), and reports which neurons fired.
-
-:class:`HermesNdp` deploys the model on "a GPU" (torch float32, the stand-in)
-plus a list of :class:`~ndpdimm.sw.driver.dimm.Dimm` objects following a
-:class:`Placement`, and :meth:`HermesNdp.decode_step` runs one step for a batch
-of ``B`` = 1..4 sequences:
+:class:`HermesNdp` deploys the reduced model
+(:class:`~ndpdimm.sw.scenarios.hermes.reduced_model.ReducedModel`) on "a GPU"
+(torch float32, the stand-in) plus a list of
+:class:`~ndpdimm.sw.driver.dimm.Dimm` objects following a :class:`Placement`
+(:func:`make_placement`: hot/cold split from a firing profile), and
+:meth:`HermesNdp.decode_step` (or :func:`hermes_decode_step`) runs one step
+for a batch of ``B`` = 1..4 sequences, returning a
+:class:`~ndpdimm.sw.scenarios.hermes.checks.StepResult`;
+:func:`run_hermes_decode` is the built-in configuration end to end
+(``ndpdimm demo``). The split:
 
 =================================  ================================================================
 GPU (torch float32)                DIMMs (driver API, every kernel checked against the golden model)
@@ -46,42 +42,7 @@ serving every logical DIMM's share in turn (``[dimm] * n``); the records still
 name the logical DIMM, and its cycles are summed per logical DIMM as if they
 ran in parallel.
 
-Checks built in (:class:`StepResult`). Every NDP kernel's result is compared
-bit for bit with the golden model fed the same inputs (``cosim/golden/numerics.py`` for
-GEMVs and the result writer's accumulate, ``cosim/golden/activation.py`` for
-ACT / SOFTMAX); the step's output is compared with
-:func:`reference_decode_step` in float64 on the same FP16 weights.
-
-Numerics and tolerance. The GPU side works in float32 on FP16-valued weights.
-Everything that enters a DIMM is rounded to FP16 (unit roundoff
-``u = 2**-11``): the LN outputs feeding QKV and fc1, ``q``, ``K``, ``V``, the
-softmax output, the ReLU outputs; GEMVs accumulate exactly-rounded FP32 (error
-``<= K 2**-24`` relative to ``sum |w x|``, negligible against ``u``), and the
-softmax's exp has a few FP16 ULP of approximation error. That is ``R = 6``
-FP16 rounding points per layer, each a relative perturbation ``<= u`` of one
-operand of a sublayer, so the error of each sublayer's update is at most about
-``R u`` times its size when the roundings line up (more only where sums cancel
-badly), and the layers add up. The check is on the step's *update* (``out -
-x``, not diluted by the residual stream): ``||out - ref||_2 <= TOLERANCE_FACTOR
-* R * L * u * ||ref - x||_2`` with ``TOLERANCE_FACTOR = 1``, i.e. 5.9e-3 for 2
-layers (:func:`tolerance`). The default model measures 2e-4 .. 4e-4 (batch 1..4):
-independent roundings mostly cancel, so the bound is a working worst case, not
-a proof. With the oracle prediction (the neurons that actually fire, union over
-the batch) the NDP path must meet it; a prediction that misses firing neurons
-fails it once enough is dropped (one strongly firing neuron of the default
-model already costs about 10x the oracle's error), and the error is reported
-either way.
-
-Cycle behaviour. Each NDP kernel records the backend's numbers from
-``Dimm.last_run``: ``elapsed_cycles`` (first submit to last completion,
-including the operand / result DMAs between the DIMM's DRAM and SRAM) and the
-descriptor cycles by opcode (``GEMV``, ``ACT``, ``SOFTMAX``, ``DMA``), with the
-backend's name ("rtl": the Verilated core's own cycles; "model": the
-calibrated performance model). Per layer, the DIMMs work in parallel and one
-DIMM runs its kernels in order, so :attr:`StepResult.ndp_cycles` sums each
-logical DIMM's elapsed cycles and takes the max over DIMMs per layer phase
-(QKV, attention, MLP). GPU time and host transfers are not modelled here
-(``sw/scenarios/hermes/costs.py`` does that).
+Checks, tolerance and cycle records: ``sw/scenarios/hermes/checks.py``.
 
 INT8 cold neurons (option, ``cold_dtype="int8"``): each DIMM's fc1 rows are
 stored as INT8 with one symmetric scale per row, its fc2 columns with one scale
@@ -91,12 +52,12 @@ golden model). The rescale, bias, ReLU and requantisation between the two
 GEMVs run on the host (the activation unit has no INT8 formats), so there is no
 ACT kernel. Its error against the float64 reference is reported (about 6e-3 of
 the update on the default model, against 2e-4 .. 4e-4 for FP16), not held to
-:func:`tolerance`.
+:func:`~ndpdimm.sw.scenarios.hermes.checks.tolerance`.
 """
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -106,246 +67,24 @@ from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.activation.unit import ActOp
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.dimm import Dimm
-# the golden chain of the activation unit and bit comparison, shared with ``run-layer``
-from ndpdimm.sw.layer.run import bit_identical, golden_elementwise, golden_softmax, tensor_bits
 
-__all__ = ["ReducedModel", "LayerWeights", "KvCache", "ReferenceStep", "Placement", "HermesNdp",
-           "KernelRecord", "StepResult", "reference_decode_step", "prefill", "neuron_frequency",
-           "make_placement", "oracle_prediction", "tolerance", "hermes_decode_step",
-           "run_hermes_decode", "MAX_BATCH", "FP16_UNIT_ROUNDOFF", "ROUNDINGS_PER_LAYER",
-           "TOLERANCE_FACTOR"]
+# the golden chain of the activation unit, shared with ``run-layer``
+from ndpdimm.sw.layer.run import golden_elementwise, golden_softmax
+from ndpdimm.sw.scenarios.hermes.checks import StepResult, _golden_accumulate, _StepRun, tolerance
+from ndpdimm.sw.scenarios.hermes.reduced_model import (
+    F16,
+    F64,
+    KvCache,
+    ReducedModel,
+    _layer_norm,
+    _positive_int,
+    neuron_frequency,
+    oracle_prediction,
+    prefill,
+    reference_decode_step,
+)
 
-F16, F32, F64 = torch.float16, torch.float32, torch.float64
-#: Sequences per decode step (the GEMV engine's batch shares one weight stream).
-MAX_BATCH = 4
-FP16_UNIT_ROUNDOFF = 2.0 ** -11
-#: FP16 roundings on the NDP path per layer: LN1 out, q, K/V, softmax out, LN2 out, ReLU out.
-ROUNDINGS_PER_LAYER = 6
-TOLERANCE_FACTOR = 1.0
-LN_EPS = 1e-5
-
-
-def _positive_int(name, v):
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return v
-
-
-def tolerance(layers: int) -> float:
-    """Bound on ``||out - ref||_2 / ||ref - x||_2`` of one step of a ``layers``-layer model."""
-    return TOLERANCE_FACTOR * ROUNDINGS_PER_LAYER * layers * FP16_UNIT_ROUNDOFF
-
-
-# ---- the model -------------------------------------------------------------------------------
-
-@dataclass
-class LayerWeights:
-    """One decoder layer. Matrices FP16 (``[out, in]``), biases and LayerNorm parameters float32.
-    ``w_qkv`` stacks the q, k and v projections: rows ``[0, H)``, ``[H, 2H)``, ``[2H, 3H)``."""
-    ln1_w: torch.Tensor
-    ln1_b: torch.Tensor
-    w_qkv: torch.Tensor
-    b_qkv: torch.Tensor
-    w_o: torch.Tensor
-    b_o: torch.Tensor
-    ln2_w: torch.Tensor
-    ln2_b: torch.Tensor
-    w_fc1: torch.Tensor
-    b_fc1: torch.Tensor
-    w_fc2: torch.Tensor
-    b_fc2: torch.Tensor
-
-
-@dataclass
-class ReducedModel:
-    """A small OPT-style ReLU decoder with deterministic random weights (see the module docstring).
-
-    ``hot_fraction`` of each layer's neurons get a positive fc1 bias (``hot_bias``) and fire for
-    most tokens; the others a negative one (``cold_bias`` with a per-neuron spread of 0.3), so a
-    few tens of percent of a layer's neurons fire per token.
-    """
-    hidden: int = 128
-    heads: int = 4
-    ffn: int = 512
-    layers: int = 2
-    seed: int = 0
-    hot_fraction: float = 0.1
-    hot_bias: float = 1.0
-    cold_bias: float = -1.3
-    weights: list = field(init=False, repr=False)
-    hot: torch.Tensor = field(init=False, repr=False)      # [layers, ffn] bool, by construction
-
-    def __post_init__(self):
-        for name in ("hidden", "heads", "ffn", "layers"):
-            _positive_int(name, getattr(self, name))
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
-        if not (isinstance(self.hot_fraction, (int, float)) and 0 <= self.hot_fraction <= 1):
-            raise ValueError(f"hot_fraction must be in [0, 1], got {self.hot_fraction!r}")
-        for name in ("hot_bias", "cold_bias"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
-        g = torch.Generator().manual_seed(self.seed)
-        H, F = self.hidden, self.ffn
-
-        def mat(rows, cols):       # variance-preserving: outputs of unit-variance inputs ~ N(0, 1)
-            return (torch.randn(rows, cols, generator=g) / math.sqrt(cols)).to(F16)
-
-        def vec(n, scale):
-            return torch.randn(n, generator=g) * scale
-
-        self.weights, hots = [], []
-        n_hot = round(self.hot_fraction * F)
-        for _ in range(self.layers):
-            hot = torch.zeros(F, dtype=torch.bool)
-            hot[torch.randperm(F, generator=g)[:n_hot]] = True
-            b_fc1 = torch.where(hot, torch.full((F,), float(self.hot_bias)),
-                                self.cold_bias + vec(F, 0.3))
-            self.weights.append(LayerWeights(
-                ln1_w=1 + vec(H, 0.1), ln1_b=vec(H, 0.1),
-                w_qkv=mat(3 * H, H), b_qkv=vec(3 * H, 0.1),
-                w_o=mat(H, H), b_o=vec(H, 0.1),
-                ln2_w=1 + vec(H, 0.1), ln2_b=vec(H, 0.1),
-                w_fc1=mat(F, H), b_fc1=b_fc1.float(),
-                w_fc2=(torch.randn(H, F, generator=g) / math.sqrt(F * 0.2)).to(F16),
-                b_fc2=vec(H, 0.1)))
-            hots.append(hot)
-        self.hot = torch.stack(hots)
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    def check_input(self, x, cache=None):
-        """``ValueError`` unless ``x`` is a float32 [B, hidden] batch (B = 1..MAX_BATCH) of finite
-        values and ``cache`` (if given) a :class:`KvCache` of this model for B sequences."""
-        if not isinstance(x, torch.Tensor) or x.dtype != F32:
-            raise ValueError(f"x must be a float32 torch.Tensor [B, {self.hidden}], got "
-                             f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
-        if x.dim() != 2 or x.shape[1] != self.hidden or not 1 <= x.shape[0] <= MAX_BATCH:
-            raise ValueError(f"x must be [B, {self.hidden}] with B in 1..{MAX_BATCH}, got shape "
-                             f"{tuple(x.shape)}")
-        if not torch.isfinite(x).all():
-            raise ValueError("x holds non-finite values")
-        if cache is not None:
-            if not isinstance(cache, KvCache):
-                raise ValueError(f"cache must be a KvCache, got {type(cache).__name__}")
-            cache.check(self, x.shape[0])
-
-
-def _layer_norm(x, w, b):
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w.to(x.dtype), b.to(x.dtype), LN_EPS)
-
-
-# ---- the KV cache and the reference forward --------------------------------------------------
-
-@dataclass
-class KvCache:
-    """Past keys and values per layer: ``keys[l]``, ``values[l]`` float32 [B, T, hidden]."""
-    keys: list
-    values: list
-
-    @classmethod
-    def empty(cls, model: ReducedModel, batch: int) -> "KvCache":
-        z = torch.zeros(batch, 0, model.hidden)
-        return cls([z.clone() for _ in range(model.layers)], [z.clone() for _ in range(model.layers)])
-
-    @property
-    def length(self) -> int:
-        return self.keys[0].shape[1]
-
-    def check(self, model, batch):
-        if len(self.keys) != model.layers or len(self.values) != model.layers:
-            raise ValueError(f"the cache holds {len(self.keys)} / {len(self.values)} layers of keys / "
-                             f"values, the model has {model.layers}")
-        t = self.keys[0].shape[1] if self.keys[0].dim() == 3 else -1
-        for kv in self.keys + self.values:
-            if not isinstance(kv, torch.Tensor) or kv.dtype != F32 or \
-                    tuple(kv.shape) != (batch, t, model.hidden):
-                raise ValueError(f"every cache tensor must be float32 [{batch}, T, {model.hidden}] "
-                                 f"with one T, got {getattr(kv, 'dtype', None)} "
-                                 f"{tuple(getattr(kv, 'shape', ()))}")
-
-
-@dataclass
-class ReferenceStep:
-    """:func:`reference_decode_step`'s result: the output [B, hidden], the cache with this token
-    appended, the fc1 pre-activations (``z`` [layers, B, ffn]) and which neurons fired
-    (``active = z > 0``)."""
-    out: torch.Tensor
-    cache: KvCache
-    z: torch.Tensor
-
-    @property
-    def active(self) -> torch.Tensor:
-        return self.z > 0
-
-
-def _attend(q, K, V, heads):
-    """Multi-head attention of one query per sequence: q [B, H], K, V [B, T, H] -> [B, H]."""
-    B, T, H = K.shape
-    d = H // heads
-    qh = q.reshape(B, heads, 1, d)
-    Kh, Vh = (t.reshape(B, T, heads, d).transpose(1, 2) for t in (K, V))
-    p = torch.softmax(qh @ Kh.transpose(-1, -2) / math.sqrt(d), dim=-1)
-    return (p @ Vh).reshape(B, H)
-
-
-def reference_decode_step(model: ReducedModel, cache: KvCache, x: torch.Tensor,
-                          dtype=F32) -> ReferenceStep:
-    """One decode step in plain torch (``dtype`` float32 or float64) on the model's weights."""
-    model.check_input(x, cache)
-    if dtype not in (F32, F64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    r = x.to(dtype)
-    keys, values, pre = [], [], []
-    for lw, K0, V0 in zip(model.weights, cache.keys, cache.values):
-        h = _layer_norm(r, lw.ln1_w, lw.ln1_b)
-        qkv = h @ lw.w_qkv.to(dtype).T + lw.b_qkv.to(dtype)
-        q, k, v = qkv.split(model.hidden, dim=1)
-        K = torch.cat([K0.to(dtype), k[:, None]], dim=1)
-        V = torch.cat([V0.to(dtype), v[:, None]], dim=1)
-        keys.append(K.to(F32))
-        values.append(V.to(F32))
-        r = r + _attend(q, K, V, model.heads) @ lw.w_o.to(dtype).T + lw.b_o.to(dtype)
-        z = _layer_norm(r, lw.ln2_w, lw.ln2_b) @ lw.w_fc1.to(dtype).T + lw.b_fc1.to(dtype)
-        pre.append(z)
-        r = r + torch.relu(z) @ lw.w_fc2.to(dtype).T + lw.b_fc2.to(dtype)
-    return ReferenceStep(r, KvCache(keys, values), torch.stack(pre))
-
-
-def prefill(model: ReducedModel, prompts: torch.Tensor) -> KvCache:
-    """The KV cache after ``prompts`` (float32 [B, T, hidden]) ran through the model on the GPU
-    (token by token with :func:`reference_decode_step` in float32, i.e. causal attention)."""
-    if not isinstance(prompts, torch.Tensor) or prompts.dim() != 3:
-        raise ValueError(f"prompts must be a [B, T, {model.hidden}] tensor")
-    cache = KvCache.empty(model, prompts.shape[0])
-    for t in range(prompts.shape[1]):
-        cache = reference_decode_step(model, cache, prompts[:, t].contiguous()).cache
-    return cache
-
-
-def neuron_frequency(model: ReducedModel, tokens: int = 32, seed: int = 1) -> torch.Tensor:
-    """How often each neuron fires ([layers, ffn] in [0, 1]) over ``tokens`` random tokens of one
-    sequence: the offline profile a hot/cold partition is made from."""
-    _positive_int("tokens", tokens)
-    g = torch.Generator().manual_seed(seed)
-    xs = torch.randn(tokens, model.hidden, generator=g)
-    cache, count = KvCache.empty(model, 1), torch.zeros(model.layers, model.ffn)
-    for t in range(tokens):
-        ref = reference_decode_step(model, cache, xs[t:t + 1])
-        cache = ref.cache
-        count += ref.active[:, 0].float()
-    return count / tokens
-
-
-def oracle_prediction(model: ReducedModel, cache: KvCache, x: torch.Tensor) -> torch.Tensor:
-    """The neurons that fire for any sequence of the batch ([layers, ffn] bool), from the float64
-    reference: a perfect predictor's output."""
-    return reference_decode_step(model, cache, x, F64).active.any(dim=1)
+__all__ = ["Placement", "HermesNdp", "make_placement", "hermes_decode_step", "run_hermes_decode"]
 
 
 # ---- placement -------------------------------------------------------------------------------
@@ -413,126 +152,7 @@ def make_placement(model: ReducedModel, n_dimms: int, hot_fraction: float = 0.2,
     return Placement(neurons, qkv)
 
 
-# ---- records ---------------------------------------------------------------------------------
-
-@dataclass
-class KernelRecord:
-    """One NDP kernel of a step: what ran where, its cycles and its golden check."""
-    layer: int
-    phase: str            # "qkv", "attention", "mlp"
-    op: str               # e.g. "GEMV dense", "ACT RELU", "SOFTMAX"
-    dimm: int             # logical DIMM
-    rows: int             # output rows / neurons / elements
-    batch: int
-    backend: str
-    elapsed_cycles: int
-    cycles_by_opcode: dict
-    bit_exact: bool
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
-class StepResult:
-    """:meth:`HermesNdp.decode_step`'s result (see the module docstring)."""
-    out: torch.Tensor                 # float32 [B, hidden]
-    cache: KvCache                    # with this token appended (float32, as the GPU holds it)
-    kernels: list                     # KernelRecord
-    reference: ReferenceStep          # float64
-    predicted: torch.Tensor           # [layers, ffn] bool, as given
-    relative_error: float             # ||out - ref|| / ||ref - x||
-    max_abs_error: float
-    tolerance: float
-    missed: list                      # per layer: neurons that fired but were not computed
-    extra: list                       # per layer: cold neurons computed that did not fire
-    cold_computed: list               # per layer: cold neurons computed on the DIMMs
-    n_dimms: int = 1
-
-    @property
-    def all_bit_exact(self) -> bool:
-        return all(k.bit_exact for k in self.kernels)
-
-    @property
-    def within_tolerance(self) -> bool:
-        return self.relative_error <= self.tolerance
-
-    @property
-    def ok(self) -> bool:
-        return self.all_bit_exact and self.within_tolerance
-
-    def cycles_by_dimm(self) -> dict:
-        """Sum of elapsed cycles per (layer, phase, logical DIMM)."""
-        out = {}
-        for k in self.kernels:
-            key = (k.layer, k.phase, k.dimm)
-            out[key] = out.get(key, 0) + k.elapsed_cycles
-        return out
-
-    @property
-    def ndp_cycles(self) -> int:
-        """Critical path of the step's NDP work: per (layer, phase) the busiest DIMM, summed."""
-        per_phase = {}
-        for (layer, phase, _), c in self.cycles_by_dimm().items():
-            per_phase[layer, phase] = max(per_phase.get((layer, phase), 0), c)
-        return sum(per_phase.values())
-
-    def as_dict(self) -> dict:
-        return {"batch": self.out.shape[0], "n_dimms": self.n_dimms,
-                "backend": self.kernels[0].backend if self.kernels else None,
-                "all_bit_exact": self.all_bit_exact, "relative_error": self.relative_error,
-                "max_abs_error": self.max_abs_error, "tolerance": self.tolerance,
-                "within_tolerance": self.within_tolerance, "missed": self.missed,
-                "extra": self.extra, "cold_computed": self.cold_computed,
-                "ndp_cycles": self.ndp_cycles,
-                "kernels": [k.as_dict() for k in self.kernels]}
-
-    def summary(self) -> list:
-        """Kernels grouped by (layer, phase, op, DIMM): count, rows, cycles, all bit-exact."""
-        groups = {}
-        for k in self.kernels:
-            g = groups.setdefault((k.layer, k.phase, k.op, k.dimm), {
-                "layer": k.layer, "phase": k.phase, "op": k.op, "dimm": k.dimm, "kernels": 0,
-                "rows": 0, "elapsed_cycles": 0, "gemv_cycles": 0, "bit_exact": True})
-            g["kernels"] += 1
-            g["rows"] += k.rows
-            g["elapsed_cycles"] += k.elapsed_cycles
-            g["gemv_cycles"] += k.cycles_by_opcode.get("GEMV", 0)
-            g["bit_exact"] &= k.bit_exact
-        return list(groups.values())
-
-    def table(self) -> str:
-        """The :meth:`summary` as text, with the critical path and the error."""
-        lines = [f"{'layer':>5} {'phase':9} {'op':16} {'dimm':>4} {'kernels':>7} {'rows':>5} "
-                 f"{'cycles':>8} {'GEMV':>7} {'golden':>9}"]
-        for g in self.summary():
-            lines.append(f"{g['layer']:>5} {g['phase']:9} {g['op']:16} {g['dimm']:>4} "
-                         f"{g['kernels']:>7} {g['rows']:>5} {g['elapsed_cycles']:>8,} "
-                         f"{g['gemv_cycles']:>7,} {'bit-exact' if g['bit_exact'] else 'DIFFERS':>9}")
-        backend = self.kernels[0].backend if self.kernels else "-"
-        lines.append(f"NDP critical path {self.ndp_cycles:,} cycles ({backend} backend); error vs "
-                     f"float64 {self.relative_error:.3g} (bound {self.tolerance:.3g}); missed "
-                     f"{self.missed}, computed cold {self.cold_computed}")
-        return "\n".join(lines)
-
-    def kernel_table(self) -> str:
-        """Every kernel, one line each."""
-        lines = [f"{'layer':>5} {'phase':9} {'op':16} {'dimm':>4} {'rows':>5} {'batch':>5} "
-                 f"{'cycles':>8} {'GEMV':>7} {'golden':>9}"]
-        for k in self.kernels:
-            lines.append(f"{k.layer:>5} {k.phase:9} {k.op:16} {k.dimm:>4} {k.rows:>5} {k.batch:>5} "
-                         f"{k.elapsed_cycles:>8,} {k.cycles_by_opcode.get('GEMV', 0):>7,} "
-                         f"{'bit-exact' if k.bit_exact else 'DIFFERS':>9}")
-        return "\n".join(lines)
-
-
-# ---- golden helpers --------------------------------------------------------------------------
-
-def _golden_accumulate(prior, y):
-    """The result writer's ``accumulate``: FP32 ``prior + y`` bit for bit."""
-    return golden.bits_f32(golden.accumulate_bits(tensor_bits(prior), tensor_bits(y), False).astype(np.int64))
-
+# ---- INT8 ------------------------------------------------------------------------------------
 
 def _quantise(t, dim):
     """Symmetric INT8 with one scale per slice along ``dim`` (absmax / 127)."""
@@ -775,23 +395,6 @@ class HermesNdp:
                         lambda dm: dm.gemv(dl.fc2_w, H, op="col_gather", idx=local),
                         golden.gemv_col_gather(dl.fc2_q, H, local, Dtype.INT8), note="int8")
         return (yi.double() * as_.double() * dl.fc2_scale.double()).float()
-
-
-class _StepRun:
-    """Runs one step's kernels on their DIMMs, checks them, keeps the records."""
-
-    def __init__(self, ndp, batch):
-        self.ndp, self.batch, self.layer, self.records = ndp, batch, 0, []
-
-    def kernel(self, phase, op, d, rows, fn, want, note=""):
-        dimm = self.ndp.dimms[d]
-        got = fn(dimm)
-        st = dimm.last_run
-        self.records.append(KernelRecord(
-            layer=self.layer, phase=phase, op=op, dimm=d, rows=rows, batch=got.shape[0] if
-            got.dim() > 1 else 1, backend=st.backend, elapsed_cycles=st.elapsed_cycles,
-            cycles_by_opcode=st.cycles_by_opcode(), bit_exact=bit_identical(got, want), note=note))
-        return got
 
 
 def hermes_decode_step(ndp: HermesNdp, cache: KvCache, x: torch.Tensor,

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ndpdimm.sw.scenarios.catalog import load_model
-from ndpdimm.sw.scenarios.hermes.scenario import HermesConfig
+from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 from ndpdimm.sw.scenarios.hermes.decode import run_hermes_decode
 from ndpdimm.sw.scenarios.hermes.report import hermes_command
 

@@ -11,9 +11,9 @@ import pytest
 from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.cli import main
-from ndpdimm.sw.scenarios.hermes.scenario import (
-    ABLATIONS, SYSTEMS, HermesConfig, make_workload, run_hermes,
-)
+from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
+from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.workload import make_workload
 from ndpdimm.sw.scenarios.hermes.report import format_report, run_sweep, write_report
 
 # LLaMA2-13B (26 GB in FP16) does not fit the 24 GB GPU: the systems differ

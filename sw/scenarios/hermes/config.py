@@ -1,0 +1,94 @@
+"""The configuration of a Hermes run and the names and sizes every part of the scenario shares.
+
+Holds :class:`HermesConfig` (one run: model, hardware, batch, DIMMs, NDP core,
+trace, predictor, online adjustment, remapping and ILP parameters, checked on
+construction; :meth:`HermesConfig.core` gives the NDP core's
+:class:`~ndpdimm.cosim.backend.CoreConfig`), the systems and ablations a run
+compares (:data:`SYSTEMS`, :data:`ABLATIONS`) and the sizes the step timing
+uses (``ELEM``: bytes of an FP16 weight or activation, ``MERGE_CHUNK``: bytes
+of one DIMM-Link ATOMIC_ADD of the MLP merge).
+
+Trace parameters: see ``sw/scenarios/hermes/traces.py``; the run:
+``sw/scenarios/hermes/scenario.py``.
+"""
+
+import dataclasses
+
+from ndpdimm.cosim.backend import CoreConfig
+
+__all__ = ["HermesConfig", "SYSTEMS", "ABLATIONS", "ELEM", "MERGE_CHUNK"]
+
+SYSTEMS = ("flexgen", "dejavu", "powerinfer", "ndp_dense", "hermes", "datacenter")
+ABLATIONS = ("random", "offline", "online", "hermes")
+MERGE_CHUNK = 4096
+ELEM = 2                                   # FP16 weights and activations
+
+
+@dataclasses.dataclass(frozen=True)
+class HermesConfig:
+    """One Hermes run. Trace parameters: see ``sw/scenarios/hermes/traces.py``."""
+    model: str = "llama2-70b"
+    hardware: str = "hermes"
+    batch: int = 1
+    dimms: int | None = None               # None: the hardware file's
+    units: int = 256                       # GEMV multiplier units per NDP core
+    act_lanes: int = 256
+    backend: str = "model"
+    prompt: int = 512                      # prompt tokens (prefill) = initial context
+    tokens: int = 64                       # decode steps simulated
+    profile_tokens: int = 64
+    sample_layers: int = 4
+    active_fraction: float = 0.1           # per sequence and token
+    skew: float = 1.2
+    token_similarity: float = 0.9
+    layer_correlation: float = 0.8
+    predictor_window: int = 16
+    coefficient: float = 0.85
+    adjust_window: int = 16
+    adjust_swaps: int = 64                 # per layer and window
+    adjust_margin: float = 0.25            # a swap needs this share of the window more firings
+    remap_window: int = 32
+    remap_threshold: float = 1.1
+    remap_swaps: int = 64
+    gpu_reserve_gb: float = 1.5            # CUDA context, activations, workspace (assumption)
+    group: int = 256
+    hot_share: float | None = None         # None: the ILP's; else forced share of MLP neurons
+    cold_dtype: str = "fp16"               # "int8": cold neurons stored in INT8 on the DIMMs
+    solver: str = "highs"
+    seed: int = 0
+
+    def __post_init__(self):
+        ints = {"batch": (1, 16), "units": (1, 4096), "act_lanes": (1, 4096),
+                "prompt": (1, 1 << 20), "tokens": (1, 1 << 16), "profile_tokens": (2, 1 << 16),
+                "sample_layers": (1, 4096), "predictor_window": (1, 1024),
+                "adjust_window": (1, 1 << 16), "adjust_swaps": (0, 1 << 20),
+                "remap_window": (1, 1 << 16), "remap_swaps": (1, 1 << 20), "group": (1, 1 << 20),
+                "seed": (0, 2 ** 62)}
+        for name, (lo, hi) in ints.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+        if self.dimms is not None and (isinstance(self.dimms, bool) or not isinstance(self.dimms, int)
+                                       or not 1 <= self.dimms <= 64):
+            raise ValueError(f"dimms must be an int in [1, 64] or None, got {self.dimms!r}")
+        if self.backend not in ("model", "rtl"):
+            raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
+        if self.cold_dtype not in ("fp16", "int8"):
+            raise ValueError(f"cold_dtype must be 'fp16' or 'int8', got {self.cold_dtype!r}")
+        if self.solver not in ("highs", "cbc"):
+            raise ValueError(f"solver must be 'highs' or 'cbc', got {self.solver!r}")
+        floats = {"active_fraction": (1e-4, 0.9), "skew": (0.0, 4.0),
+                  "token_similarity": (0.0, 0.999), "layer_correlation": (0.0, 1.0),
+                  "coefficient": (0.05, 2.0), "remap_threshold": (1.0, 100.0),
+                  "adjust_margin": (0.0, 1.0),
+                  "gpu_reserve_gb": (0.0, 1e4)}
+        for name, (lo, hi) in floats.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
+        if self.hot_share is not None and (isinstance(self.hot_share, bool) or not isinstance(
+                self.hot_share, (int, float)) or not 0 <= self.hot_share <= 1):
+            raise ValueError(f"hot_share must be in [0, 1] or None, got {self.hot_share!r}")
+
+    def core(self) -> CoreConfig:
+        return CoreConfig(n_units=self.units, act_lanes=self.act_lanes)

@@ -1,0 +1,396 @@
+"""Per-system timing of a Hermes run: every system's decode steps, layer by layer, on one trace.
+
+Each ``_*_run`` function decodes ``cfg.tokens`` steps of a
+:class:`~ndpdimm.sw.scenarios.hermes.workload.Workload` with the kernel times of
+:class:`~ndpdimm.sw.scenarios.hermes.costs.Costs` and returns a :class:`_Tally`
+(critical-path time by component, busy times, traffic, imbalance, migrations):
+:func:`_ndp_run` (Hermes, its ablations and NDP without sparsity, on a
+:class:`_Placement`; :func:`_adjust` is its online adjustment),
+:func:`_offload_run` (FlexGen-like, Deja Vu-like), :func:`_powerinfer_run`,
+:func:`_datacenter_run`; :func:`_prefill` gives the TTFT. :class:`_Shape` holds
+a model's per-layer sizes at a batch; :func:`_gpu_mlp`, :func:`_gpu_rows` and
+:func:`_cpu_seconds` time the GPU's and the host CPU's parts.
+``sw/scenarios/hermes/scenario.py`` places the neurons and calls these.
+
+**Decode step of one layer, Hermes** (``B`` sequences, context ``c``):
+
+1. QKV: the ILP's share ``q`` of the rows on the GPU, the rest dense on the
+   DIMMs (rows split evenly); the normed input goes to the DIMMs over PCIe;
+   the GPU's q/K/V rows go to the DIMMs (the KV cache lives there).
+2. Attention on the DIMMs: the ``B x kv_heads`` (sequence, K/V head) pairs
+   dealt round-robin, each ``attention(c)``; the heads' outputs return over
+   PCIe; the output projection runs on the GPU.
+3. MLP: the input goes to the DIMMs; the GPU computes its predicted-active hot
+   neurons while each DIMM computes its predicted-active cold neurons, the
+   DIMMs' FP32 partial sums merge along the chain by ATOMIC_ADD in 4 KiB
+   chunks (pipelined: ``(chunks + D - 2)`` chunk times), the merged sum
+   returns over PCIe and the GPU adds it.
+4. The predictor runs on the GPU (one kernel per layer).
+
+Each phase takes the slower of its concurrent branches; the breakdown charges
+a phase to the branch that set its time. The LM head runs on the GPU.
+
+**Baselines** (same GPU, same trace, same predictions):
+``flexgen`` keeps a uniform share of every layer on the GPU and streams the
+rest over PCIe each token, overlapped with compute (the KV cache stays on the
+GPU as far as it fits, the rest in host memory, read over PCIe each step - the
+same for the two baselines after it); ``dejavu`` also keeps the
+most frequent neurons resident and streams only the predicted-active others
+(attention streamed densely); ``powerinfer`` places hot neurons (and a share
+of QKV/output rows) on the GPU with the same ILP, the DIMM side replaced by
+the host CPU reading host DRAM; ``ndp_dense`` is the NDP system without
+sparsity (placement by the ILP with every neuron firing, the DIMMs compute all
+cold neurons); ``datacenter`` is ``[datacenter]`` A100s in tensor parallel
+(two all-reduces per layer over NVLink). Ablations of Hermes:
+``random`` placement (the ILP's hot counts, random neurons, random balanced
+DIMMs), ``offline`` (ILP + snake split only), ``online`` (+ every
+``adjust_window`` tokens in which the DIMMs' side of the MLP was the slower,
+the window's least active hot and most active cold neurons swap between GPU
+and DIMMs when the cold one fired ``adjust_margin`` x window more often,
+their weights over PCIe), and ``hermes``
+(+ window-based DIMM remapping, ``sw/scenarios/hermes/remap.py``, weights over
+DIMM-Link). Migrations are charged as time (not overlapped) and logged.
+
+Prefill (TTFT) runs on the GPU for every single-GPU system, streaming the
+weights that are not resident over PCIe once per layer (overlapped); NDP
+systems also write the prompt's KV cache to the DIMMs.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from ndpdimm.hw.formats import NDP_CLOCK_HZ
+from ndpdimm.sw.scenarios.catalog import ModelShape
+from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.config import ELEM, MERGE_CHUNK
+from ndpdimm.sw.scenarios.hermes.remap import rebalance_layer
+
+__all__ = []                               # private to the scenario: scenario.py imports by name
+
+
+# ---- accounting --------------------------------------------------------------------------------
+
+class _Tally:
+    """Critical-path time by component, busy times and traffic of one system's run."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.breakdown = {}
+        self.gpu_busy = self.ndp_busy = self.cpu_busy = 0.0
+        self.pcie_bytes = self.host_dram_bytes = self.dimm_dram_bytes = 0.0
+        self.ndp_macs = self.link_bytes = 0.0
+        self.active = self.active_on_gpu = 0
+        self.imbalance = []                # per token: mean over layers of max/mean DIMM load
+        self.migrations = 0
+        self.migration_log = []
+
+    def add(self, parts: dict):
+        for k, v in parts.items():
+            if v:
+                self.breakdown[k] = self.breakdown.get(k, 0.0) + v
+                self.seconds += v
+
+    def phase(self, *branches):
+        """Concurrent branches (dicts of component seconds): the slowest sets the time."""
+        self.add(max(branches, key=lambda b: sum(b.values())))
+
+
+@dataclasses.dataclass
+class _Shape:
+    """Per-layer sizes of a model at a batch."""
+    model: ModelShape
+    batch: int
+    cold_dtype: str = "fp16"
+
+    def __post_init__(self):
+        m = self.model
+        self.H, self.F, self.L = m.hidden, m.ffn, m.layers
+        self.mats = 3 if m.mlp == "gated" else 2
+        self.qkv_rows = m.hidden + 2 * m.kv_dim
+        self.neuron_bytes = self.mats * m.hidden * ELEM
+        self.cold_neuron_bytes = self.neuron_bytes // (2 if self.cold_dtype == "int8" else 1)
+        self.qkv_bytes = self.qkv_rows * m.hidden * ELEM
+        self.o_bytes = m.hidden * m.hidden * ELEM
+        self.head_bytes = m.vocab * m.hidden * ELEM
+        self.layer_bytes = self.qkv_bytes + self.o_bytes + self.F * self.neuron_bytes
+        self.x_bytes = self.batch * m.hidden * ELEM
+
+    def kv_bytes(self, context: int) -> float:
+        """KV cache of the batch over all layers."""
+        return float(self.batch * context * self.model.kv_bytes_per_token(ELEM))
+
+
+def _gpu_mlp(costs, sh, n):
+    """The GPU's share of an MLP: ``n`` neurons (up [and gate] rows, down columns)."""
+    if n <= 0:
+        return 0.0
+    g = costs.gpu
+    return (sh.mats - 1) * g.linear(sh.batch, int(n), sh.H).seconds + \
+        g.linear(sh.batch, sh.H, int(n)).seconds
+
+
+def _gpu_rows(costs, sh, rows, n_in=None):
+    return costs.gpu.linear(sh.batch, int(rows), sh.H if n_in is None else n_in).seconds \
+        if rows > 0 else 0.0
+
+
+def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms):
+    """TTFT: every layer's GEMMs over the batch's prompt on the GPU, the weights not resident
+    streamed over PCIe (overlapped), the KV cache written to the DIMMs when they hold it."""
+    g, m, B = costs.gpu, sh.model, sh.batch
+    tok = B * prompt
+    t = 0.0
+    for l in range(sh.L):
+        comp = (g.linear(tok, sh.qkv_rows, sh.H).seconds + g.linear(tok, sh.H, sh.H).seconds +
+                (sh.mats - 1) * g.linear(tok, sh.F, sh.H).seconds + g.linear(tok, sh.H, sh.F).seconds +
+                g.attention(B, prompt, prompt, m.heads, m.kv_heads, m.head_dim).seconds)
+        stream = costs.pcie(max(0.0, sh.layer_bytes - resident_per_layer[l]))
+        t += max(comp, stream)
+    if kv_to_dimms:
+        t += costs.pcie(sh.kv_bytes(prompt))
+    return t + g.linear(B, m.vocab, sh.H).seconds
+
+
+# ---- the NDP systems (Hermes, its ablations, NDP without sparsity) -----------------------------
+
+@dataclasses.dataclass
+class _Placement:
+    on_gpu: np.ndarray                     # [L, F] bool
+    dimm: np.ndarray                       # [L, F] int, -1 on the GPU
+    qkv_share: np.ndarray                  # [L] share of QKV rows on the GPU
+
+
+def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False):
+    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally."""
+    tl = _Tally()
+    m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
+    on_gpu, dimm = place.on_gpu.copy(), place.dimm.copy()
+    g = costs.gpu
+    clock = NDP_CLOCK_HZ
+    neuron = costs.neuron
+    pairs = B * m.kv_heads
+    per_dimm_pairs = -(-pairs // dimms)
+    merge_bytes = B * H * 4
+    chunks = -(-merge_bytes // MERGE_CHUNK)
+    merge_s = 0.0 if dimms == 1 else \
+        (chunks + dimms - 2) * costs.merge.cycles(min(MERGE_CHUNK, merge_bytes)) / clock
+    window = np.zeros((L, sh.F), dtype=np.int32)         # activations since the last adjustment
+    side_gpu = side_ndp = 0.0                            # MLP time of each side since then
+    remap_window = np.zeros((L, sh.F), dtype=np.int32)
+    remap_tokens = []
+    for t in range(cfg.tokens):
+        c = cfg.prompt + t
+        act_t, pred_t = wl.run.active[t], wl.predicted[t]
+        ratios = []
+        for l in range(L):
+            s = l % S
+            act, pred = act_t[s], pred_t[s]
+            q = float(place.qkv_share[l])
+            gpu_rows = int(round(q * sh.qkv_rows))
+            ndp_rows = -(-(sh.qkv_rows - gpu_rows) // dimms)
+            # 1. QKV
+            gpu_qkv = _gpu_rows(costs, sh, gpu_rows)
+            ndp_qkv = costs.dense.seconds(ndp_rows) if ndp_rows else 0.0
+            tl.phase({"gpu": gpu_qkv, "pcie": costs.pcie(B * gpu_rows * ELEM)},
+                     {"pcie": costs.pcie(sh.x_bytes), "ndp": ndp_qkv})
+            # 2. attention on the DIMMs, output projection on the GPU
+            att = per_dimm_pairs * costs.attention.seconds(c)
+            o = _gpu_rows(costs, sh, H)
+            tl.add({"ndp": att, "pcie": costs.pcie(B * H * ELEM), "gpu": o})
+            # 3. MLP
+            if sparse:
+                run_gpu = pred & on_gpu[l]
+                run_ndp = pred & ~on_gpu[l]
+            else:
+                run_gpu, run_ndp = on_gpu[l], ~on_gpu[l]
+            n_gpu = int(run_gpu.sum())
+            k = np.bincount(dimm[l][run_ndp], minlength=dimms)
+            ndp_mlp = np.where(k > 0, neuron.fixed_cycles + neuron.per_neuron_cycles * k, 0.0) / clock
+            gpu_mlp = _gpu_mlp(costs, sh, n_gpu)
+            side_gpu += gpu_mlp
+            side_ndp += float(ndp_mlp.max())
+            tl.phase({"gpu": gpu_mlp + (g.overhead_s if sparse else 0.0)},       # + predictor
+                     {"pcie": costs.pcie(sh.x_bytes) + costs.pcie(merge_bytes),
+                      "ndp": float(ndp_mlp.max()), "link": merge_s if k.sum() else 0.0})
+            # busy time and traffic
+            tl.gpu_busy += gpu_qkv + o + gpu_mlp
+            tl.ndp_busy += float(ndp_mlp.sum()) + \
+                (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
+                costs.attention.seconds(c) * pairs
+            tl.pcie_bytes += sh.x_bytes * 2 + B * H * ELEM + merge_bytes + B * gpu_rows * ELEM
+            kv = 2 * B * c * m.kv_dim * ELEM
+            tl.dimm_dram_bytes += int(k.sum()) * sh.cold_neuron_bytes + \
+                (sh.qkv_rows - gpu_rows) * H * ELEM + kv
+            tl.ndp_macs += B * (int(k.sum()) * sh.mats * H + (sh.qkv_rows - gpu_rows) * H) + \
+                2 * B * c * m.heads * m.head_dim
+            tl.link_bytes += merge_bytes * (dimms - 1) if k.sum() else 0
+            tl.active += int(act.sum())
+            tl.active_on_gpu += int((act & on_gpu[l]).sum())
+            if dimms > 1 and k.sum():
+                ratios.append(float(k.max() / k.mean()))
+            window[l] += act
+            remap_window[l] += act
+        tl.add({"gpu": g.linear(B, m.vocab, H).seconds})
+        tl.gpu_busy += g.linear(B, m.vocab, H).seconds
+        tl.imbalance.append(float(np.mean(ratios)) if ratios else 1.0)
+        remap_tokens.append(t)
+        # online adjustment, only while the DIMMs' side of the MLP was the slower one (moving
+        # active neurons to a GPU that is already the bottleneck would slow the step down)
+        if adjust and (t + 1) % cfg.adjust_window == 0 and side_ndp > side_gpu:
+            moved = _adjust(on_gpu, dimm, window, cfg.adjust_swaps,
+                            max(1, int(cfg.adjust_margin * cfg.adjust_window)))
+            for l, a, b in moved:
+                tl.migration_log.append((t + 1, "gpu<->dimm", l, a, b))
+            if moved:
+                tl.migrations += 2 * len(moved)
+                nbytes = 2 * len(moved) * sh.neuron_bytes
+                tl.add({"migration": costs.pcie(nbytes)})
+                tl.pcie_bytes += nbytes
+        if adjust and (t + 1) % cfg.adjust_window == 0:
+            window[:] = 0
+            side_gpu = side_ndp = 0.0
+        if remap and dimms > 1 and (t + 1) % cfg.remap_window == 0:
+            for l in range(L):
+                cold = dimm[l] >= 0
+                loads = np.bincount(dimm[l, cold], weights=remap_window[l, cold], minlength=dimms)
+                if loads.mean() > 0 and loads.max() > cfg.remap_threshold * loads.mean():
+                    moves = rebalance_layer(remap_window[l][None], dimm[l], dimms, cfg.remap_swaps)
+                    for n, a, b in moves:
+                        tl.migration_log.append((t + 1, "dimm->dimm", l, n, (a, b)))
+                    if moves:
+                        tl.migrations += len(moves)
+                        hops = sum(abs(a - b) for _, a, b in moves)
+                        tl.link_bytes += hops * sh.neuron_bytes
+                        # swaps run in both directions on the chain at once: the longer half
+                        per = costs.merge.cycles(sh.neuron_bytes) / clock
+                        tl.add({"migration": per * len(moves) / 2})
+            remap_window[:] = 0
+    return tl
+
+
+def _adjust(on_gpu, dimm, window, max_swaps, margin):
+    """Online adjustment: per layer, swap the window's most active cold neurons with its least
+    active hot ones while the cold one fired at least ``margin`` more times (a swap costs two
+    neurons' weights over PCIe); the cold one takes the hot one's DIMM slot."""
+    moved = []
+    for l in range(on_gpu.shape[0]):
+        hot, cold = np.flatnonzero(on_gpu[l]), np.flatnonzero(~on_gpu[l])
+        if not len(hot) or not len(cold):
+            continue
+        hot = hot[np.argsort(window[l, hot], kind="stable")][:max_swaps]
+        cold = cold[np.argsort(-window[l, cold], kind="stable")][:max_swaps]
+        for h, c in zip(hot, cold):
+            if window[l, c] < window[l, h] + margin:
+                break
+            on_gpu[l, h], on_gpu[l, c] = False, True
+            dimm[l, h], dimm[l, c] = dimm[l, c], -1
+            moved.append((l, int(c), int(h)))
+    return moved
+
+
+# ---- the baselines without NDP -----------------------------------------------------------------
+
+def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0):
+    """FlexGen-like (``hot`` None: a uniform ``resident_share`` of every matrix stays on the GPU,
+    the rest streams) or Deja Vu-like (``hot`` [L, F]: resident neurons; the predicted-active
+    others stream; attention weights stream densely): per layer ``max(GPU, PCIe)``; the KV
+    cache the GPU cannot hold streams too (``kv_stream`` bytes per layer and context token)."""
+    tl = _Tally()
+    m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
+    g = costs.gpu
+    att_bytes = sh.qkv_bytes + sh.o_bytes
+    for t in range(cfg.tokens):
+        c = cfg.prompt + t
+        for l in range(L):
+            s = l % S
+            act, pred = wl.run.active[t, s], wl.predicted[t, s]
+            att = _gpu_rows(costs, sh, sh.qkv_rows) + _gpu_rows(costs, sh, H) + \
+                g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
+            if hot is None:
+                n = sh.F
+                stream = (1 - resident_share) * sh.layer_bytes
+                tl.active_on_gpu += int(act.sum() * resident_share)
+            else:
+                n = int(pred.sum())
+                stream = (1 - resident_share) * att_bytes + \
+                    int((pred & ~hot[l]).sum()) * sh.neuron_bytes
+                tl.active_on_gpu += int((act & hot[l]).sum())
+            stream += kv_stream * c
+            comp = att + _gpu_mlp(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
+            tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
+            tl.gpu_busy += comp
+            tl.pcie_bytes += stream
+            tl.host_dram_bytes += stream
+            tl.active += int(act.sum())
+        tl.add({"gpu": g.linear(B, m.vocab, H).seconds})
+        tl.gpu_busy += g.linear(B, m.vocab, H).seconds
+    return tl
+
+
+def _cpu_seconds(costs, sh, n_rows_equiv):
+    """Host CPU: ``n_rows_equiv`` rows of the hidden size for the batch."""
+    h = costs.hardware.host
+    nbytes = n_rows_equiv * sh.H * ELEM
+    flops = 2.0 * sh.batch * n_rows_equiv * sh.H
+    return max(nbytes / (h.memory_bandwidth_gbs * 1e9 * h.memory_efficiency),
+               flops / (h.fp32_tflops * 1e12))
+
+
+def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
+    """Hot neurons and a share of QKV + output rows on the GPU, the rest on the host CPU; the KV
+    cache the GPU cannot hold crosses PCIe each step (``kv_stream`` per layer and token)."""
+    tl = _Tally()
+    m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
+    g = costs.gpu
+    rows = sh.qkv_rows + H
+    for t in range(cfg.tokens):
+        c = cfg.prompt + t
+        for l in range(L):
+            s = l % S
+            act, pred = wl.run.active[t, s], wl.predicted[t, s]
+            gpu_rows = int(round(place.qkv_share[l] * rows))
+            cpu_att = _cpu_seconds(costs, sh, rows - gpu_rows)
+            gpu_att = _gpu_rows(costs, sh, gpu_rows)
+            sync = costs.pcie(sh.x_bytes) * 2
+            tl.phase({"gpu": gpu_att}, {"cpu": cpu_att, "pcie": sync if cpu_att else 0.0})
+            attn = g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
+            if kv_stream:
+                tl.add({"pcie": costs.pcie(kv_stream * c)})
+                tl.pcie_bytes += kv_stream * c
+                tl.host_dram_bytes += kv_stream * c
+            n_gpu, n_cpu = int((pred & place.on_gpu[l]).sum()), int((pred & ~place.on_gpu[l]).sum())
+            gpu_mlp = _gpu_mlp(costs, sh, n_gpu) + g.overhead_s
+            cpu_mlp = _cpu_seconds(costs, sh, n_cpu * sh.mats)
+            tl.add({"gpu": attn})
+            tl.phase({"gpu": gpu_mlp}, {"cpu": cpu_mlp, "pcie": sync if n_cpu else 0.0})
+            tl.gpu_busy += gpu_att + attn + gpu_mlp
+            tl.cpu_busy += cpu_att + cpu_mlp
+            tl.host_dram_bytes += ((rows - gpu_rows) + n_cpu * sh.mats) * H * ELEM
+            tl.pcie_bytes += 4 * sh.x_bytes
+            tl.active += int(act.sum())
+            tl.active_on_gpu += int((act & place.on_gpu[l]).sum())
+        tl.add({"gpu": g.linear(B, m.vocab, H).seconds})
+        tl.gpu_busy += g.linear(B, m.vocab, H).seconds
+    return tl
+
+
+def _datacenter_run(cfg, sh, dc):
+    """``dc.count`` GPUs in tensor parallel: each holds 1/N of every matrix; two all-reduces of
+    the batch's hidden vector per layer over NVLink (ring: 2 (N-1)/N of the bytes)."""
+    tl = _Tally()
+    g = GpuModel(dc.gpu())
+    m, B, H, n = sh.model, sh.batch, sh.H, dc.count
+    ar = 2 * g.overhead_s + 2 * (n - 1) / n * sh.x_bytes / (dc.nvlink_gbs * 1e9)
+    for t in range(cfg.tokens):
+        c = cfg.prompt + t
+        per_layer = (g.linear(B, -(-sh.qkv_rows // n), H).seconds + g.linear(B, H, -(-H // n)).seconds +
+                     (sh.mats - 1) * g.linear(B, -(-sh.F // n), H).seconds +
+                     g.linear(B, H, -(-sh.F // n)).seconds +
+                     g.attention(B, 1, c, -(-m.heads // n), -(-m.kv_heads // n), m.head_dim).seconds)
+        tl.add({"gpu": per_layer * sh.L, "nvlink": 2 * ar * sh.L})
+        tl.add({"gpu": g.linear(B, -(-m.vocab // n), H).seconds})
+        tl.gpu_busy += n * (per_layer * sh.L + g.linear(B, -(-m.vocab // n), H).seconds)
+        tl.active += 1
+        tl.active_on_gpu += 1
+    return tl

@@ -1,0 +1,92 @@
+"""The activations a Hermes run executes and the predictor's predictions of them.
+
+Synthetic traces (``sw/scenarios/hermes/traces.py``, parameters in
+:class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig`), one per sequence of
+the batch; a batch activates the union of its sequences' neurons. A
+*profiling* trace (other seeds, same model seed) drives the offline placement
+and the predictor's table; the *run* trace is what the systems execute (or a
+recorded trace replayed instead). ``sample_layers`` distinct layers are
+simulated and layer ``l`` of the model replays sample ``l mod S``.
+
+Entry points: :func:`make_workload` (traces, the fitted
+:class:`~ndpdimm.sw.scenarios.hermes.predictor.NeuronPredictor` run over the run
+trace) returning a :class:`Workload`; a sweep reuses one per model and batch.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ndpdimm.sw.scenarios.catalog import ModelShape, load_model
+from ndpdimm.sw.scenarios.hermes.config import HermesConfig
+from ndpdimm.sw.scenarios.hermes.predictor import NeuronPredictor
+from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace, synthetic_trace
+
+__all__ = ["Workload", "make_workload"]
+
+
+@dataclasses.dataclass
+class Workload:
+    """The activations a run executes and what the predictor said about them."""
+    model: ModelShape
+    batch: int
+    profile: ActivationTrace               # [profile_tokens, S, ffn], batch union
+    run: ActivationTrace                   # [tokens, S, ffn]
+    predicted: np.ndarray                  # [tokens, S, ffn] bool
+    predictor_memory: dict                 # bytes per part for one layer (full neuron count)
+    fit_seconds: float
+    predict_seconds: float
+
+
+def _batch_trace(cfg: HermesConfig, model: ModelShape, tokens: int, seed_base: int) -> ActivationTrace:
+    layers = min(cfg.sample_layers, model.layers)
+    active = None
+    for b in range(cfg.batch):
+        t = synthetic_trace(tokens, layers, model.ffn, active_fraction=cfg.active_fraction,
+                            skew=cfg.skew, token_similarity=cfg.token_similarity,
+                            layer_correlation=cfg.layer_correlation, seed=seed_base + b,
+                            model_seed=cfg.seed)
+        active = t.active if active is None else active | t.active
+    meta = dict(t.meta, batch=cfg.batch, seed=seed_base, note="union over the batch's sequences")
+    return ActivationTrace(active, meta)
+
+
+def make_workload(cfg: HermesConfig, model: ModelShape | None = None, trace: ActivationTrace | None = None,
+                  log=None) -> Workload:
+    """Profiling and run traces for ``cfg`` (``trace``: a recorded run trace to replay instead of
+    the synthetic one; its layers are the samples) and the predictor's predictions on the run."""
+    model = load_model(cfg.model) if model is None else model
+    profile = _batch_trace(cfg, model, cfg.profile_tokens, 1_000_003 * (cfg.seed + 1))
+    if trace is None:
+        run = _batch_trace(cfg, model, cfg.tokens, 7 * (cfg.seed + 1) + 10_000)
+    else:
+        if not isinstance(trace, ActivationTrace):
+            raise ValueError(f"trace must be an ActivationTrace, got {type(trace).__name__}")
+        if trace.neurons != model.ffn or trace.layers > model.layers:
+            raise ValueError(f"the trace has {trace.layers} layers x {trace.neurons} neurons; "
+                             f"{model.name} has {model.layers} x {model.ffn}")
+        if trace.tokens < cfg.tokens:
+            raise ValueError(f"the trace has {trace.tokens} tokens, fewer than the {cfg.tokens} "
+                             f"decode steps asked for")
+        run = trace
+        if trace.layers != profile.layers:
+            profile = ActivationTrace(profile.active[:, :trace.layers] if trace.layers <= profile.layers
+                                      else np.tile(profile.active, (1, -(-trace.layers // profile.layers), 1))
+                                      [:, :trace.layers], profile.meta)
+    t0 = time.perf_counter()
+    predictor = NeuronPredictor(run.layers, model.ffn, window=cfg.predictor_window,
+                                coefficient=cfg.coefficient, seed=cfg.seed).fit(profile)
+    fit_s = time.perf_counter() - t0
+    if log:
+        log(f"[hermes] predictor table fitted on {profile.tokens} profiling tokens in {fit_s:.1f} s")
+    t0 = time.perf_counter()
+    predicted = np.zeros(run.active.shape, dtype=bool)
+    for t in range(run.tokens):
+        for s in range(run.layers):
+            prev = run.active[t, s - 1] if s else None
+            predicted[t, s] = predictor.predict(s, prev)
+            predictor.observe(s, run.active[t, s], prev)
+    memory = NeuronPredictor(1, model.ffn, window=cfg.predictor_window).memory_bytes(per_layer=True)
+    return Workload(model, cfg.batch, profile, run, predicted, memory, fit_s,
+                    time.perf_counter() - t0)
