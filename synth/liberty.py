@@ -132,7 +132,7 @@ def _lookup(table, slew, load):
     i1, i2, rows = table
     i, fi = _interp(i1, slew)
     j, fj = _interp(i2, load)
-    v = lambda a, b: rows[a][b]  # noqa: E731
+    v = lambda a, b: rows[a][b]
     return ((1 - fi) * ((1 - fj) * v(i, j) + fj * v(i, j + 1)) +
             fi * ((1 - fj) * v(i + 1, j) + fj * v(i + 1, j + 1)))
 

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.bench.gemv import bench_header
+from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 
 __all__ = ["run_dram_bench", "bench_points", "load_points"]

@@ -26,11 +26,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from ndpdimm.hw.memory.dram import load_dram_config, peak_bandwidth_bytes_per_s
-from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, peak_macs_per_cycle
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
 from ndpdimm.cosim.rtl.gemv import run_jobs
+from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, peak_macs_per_cycle
+from ndpdimm.hw.memory.dram import load_dram_config, peak_bandwidth_bytes_per_s
 
 __all__ = ["run_bench", "bench_header", "git_commit", "DIMM_DRAM_BYTES_PER_CYCLE"]
 
@@ -55,7 +55,7 @@ def bench_header(benchmark: str, command: str) -> dict:
     return {
         "benchmark": benchmark,
         "command": command,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
         "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
     }

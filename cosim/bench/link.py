@@ -47,11 +47,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ndpdimm.hw.link.formats import LinkConfig, frame_flits
-
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.link_pair_top import LINK_PAIR_FACTORY, LINK_PAIR_TOP
 from ndpdimm.cosim.rtl.system_top import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
+from ndpdimm.hw.link.formats import LinkConfig, frame_flits
 
 __all__ = ["run_link_bench", "relayout_figures", "system_figures", "harness_system_figures", "model_relayout", "SIZES",
            "BERS", "SYSTEM_PARAMS"]
@@ -119,8 +118,8 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
     import numpy as np
     import torch
 
-    from ndpdimm.cosim.golden import numerics as golden
     from ndpdimm.cosim.backend import CoreConfig
+    from ndpdimm.cosim.golden import numerics as golden
     from ndpdimm.sw.driver.dimm import NdpSystem
 
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}

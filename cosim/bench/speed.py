@@ -236,8 +236,8 @@ def measure_cocotb(config: CoreConfig, rec: RecordingBackend, out_dir: Path, wra
     Verilog the harness runs, ``cosim/rtl/core_top.py``), or on the bare ``ndp_core``; the model
     compiled with the harness's options (``cxx_opt`` / ``extra_flags``, default the harness's
     defaults), so both run the same C++ model of the same Verilog."""
-    from ndpdimm.cosim.rtl.harness import CXX_OPT, VERILATOR_OPT
     from ndpdimm.cosim.rtl import build as rtl_build
+    from ndpdimm.cosim.rtl.harness import CXX_OPT, VERILATOR_OPT
     out_dir.mkdir(parents=True, exist_ok=True)
     blob = out_dir / "replay.bin"
     blob.write_bytes(bytes(rec.blob))
@@ -268,8 +268,8 @@ MODEL_REPEATS = 5
 
 
 def _model_run(config: CoreConfig, scale: int):
-    from ndpdimm.sw.driver.dimm import Dimm
     from ndpdimm.cosim.model.backend import ModelBackend
+    from ndpdimm.sw.driver.dimm import Dimm
     rec = RecordingBackend(ModelBackend(config, functional=False), clock=time.perf_counter)
     dimm = Dimm(rec)
     c0, t0 = rec.cycle, time.perf_counter()

@@ -51,7 +51,11 @@ from pathlib import Path
 
 from ndpdimm.cosim.dram import model as _py
 from ndpdimm.cosim.dram.model import (
-    COMMANDS, TimingViolation, byte_view, check_org_timing, check_store_args,
+    COMMANDS,
+    TimingViolation,
+    byte_view,
+    check_org_timing,
+    check_store_args,
 )
 from ndpdimm.cosim.rtl.build import _file_lock, build_cache_dir
 from ndpdimm.hw.memory.dram import DramOrganization, DramTiming

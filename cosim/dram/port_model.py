@@ -14,10 +14,10 @@ The cocotb benches use the real controller and ``DramModel`` instead.
 
 import random
 
+from ndpdimm.cosim.dram.model import SparseStore
 from ndpdimm.hw.memory.address_map import AddressMap
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import BURST_BYTES
-from ndpdimm.cosim.dram.model import SparseStore
 
 __all__ = ["MemoryPortModel"]
 

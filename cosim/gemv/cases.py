@@ -8,9 +8,9 @@ import random
 
 import torch
 
-from ndpdimm.hw.formats import Dtype
-from ndpdimm.cosim.gemv.job import EngineShape, GemvJob, OPS
+from ndpdimm.cosim.gemv.job import OPS, EngineShape, GemvJob
 from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.hw.formats import Dtype
 
 __all__ = ["SPECIAL_BITS", "special_tensor", "random_values", "corner_jobs", "random_job"]
 

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import torch
 
-from ndpdimm.hw.formats import RESULT_LANES, WORD_BITS, Dtype, GemvMode
 from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.hw.formats import RESULT_LANES, WORD_BITS, Dtype, GemvMode
 
 __all__ = ["expected_beats_from_traffic", "beats_from_results", "compare_beats"]
 

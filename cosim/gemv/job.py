@@ -8,15 +8,15 @@ happens in the constructor, so a bad dtype, shape or index list raises
 ``ValueError`` before any simulation starts.
 """
 
-from dataclasses import dataclass, field
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ndpdimm.hw.formats import WORD_BITS, Dtype, GemvMode, slot_cycles
-from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.gemv.engine_model import beats_from_results
+from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.hw.formats import WORD_BITS, Dtype, GemvMode, slot_cycles
 
 __all__ = ["GemvJob", "EngineShape", "OPS"]
 

@@ -20,9 +20,9 @@ import math
 import numpy as np
 import torch
 
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import Dtype, GemvMode
 from ndpdimm.hw.memory.port import BURST_BYTES
-from ndpdimm.cosim.golden import numerics as golden
 
 __all__ = ["elem_bytes", "bursts_per_row", "dot_image", "axpy_image", "dram_image",
            "index_bytes", "descriptor", "image_bytes"]

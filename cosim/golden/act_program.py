@@ -11,7 +11,7 @@ import numpy as np
 
 from ndpdimm.cosim.golden import activation as G
 from ndpdimm.hw.activation.sequencer import ACT_UNARY_OPS, SRAM_WORD_BYTES
-from ndpdimm.hw.activation.unit import ActFmt, ActOp, REDUCTION_OPS
+from ndpdimm.hw.activation.unit import REDUCTION_OPS, ActFmt, ActOp
 from ndpdimm.hw.descriptors import Opcode
 from ndpdimm.hw.memory.port import Status
 

@@ -20,8 +20,16 @@ import numpy as np
 import torch
 
 from ndpdimm.hw.activation.unit import (
-    EXP2_TABLE, GELU_Q_TABLE, K_HALF_LOG2E, K_LOG2E, NEG_INF_F32, ONE_F32, RECIP_TABLE,
-    REDUCTION_OPS, ActFmt, ActOp,
+    EXP2_TABLE,
+    GELU_Q_TABLE,
+    K_HALF_LOG2E,
+    K_LOG2E,
+    NEG_INF_F32,
+    ONE_F32,
+    RECIP_TABLE,
+    REDUCTION_OPS,
+    ActFmt,
+    ActOp,
 )
 
 __all__ = [
@@ -222,7 +230,7 @@ def _node(op, x, y):
     if op == ActOp.SUMEXP:
         return x + y
     xb, yb = f32_to_bits(x), f32_to_bits(y)
-    key = lambda b: np.where(b >> 31 == 1, (~b) & 0xFFFFFFFF, b | _SIGN)  # noqa: E731
+    key = lambda b: np.where(b >> 31 == 1, (~b) & 0xFFFFFFFF, b | _SIGN)
     pick = np.where(key(xb) >= key(yb), xb, yb)
     nan = _is_nan(xb) | _is_nan(yb)
     return bits_to_f32(np.where(nan, CANONICAL_NAN, pick))

@@ -36,16 +36,23 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from ndpdimm.cosim.dram.model import SparseStore
+from ndpdimm.cosim.golden import act_program
+from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.hw.descriptors import (
-    GemvOp, Opcode, act_descriptor_layout, dma_descriptor_layout, gemv_descriptor_layout,
-    header_layout, link_descriptor_layout, relayout_descriptor_layout,
+    GemvOp,
+    Opcode,
+    act_descriptor_layout,
+    dma_descriptor_layout,
+    gemv_descriptor_layout,
+    header_layout,
+    link_descriptor_layout,
+    relayout_descriptor_layout,
 )
 from ndpdimm.hw.formats import Dtype, slot_cycles
 from ndpdimm.hw.gemv.engine import GemvEngine
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.cosim.golden import act_program, numerics as golden
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
-from ndpdimm.cosim.dram.model import SparseStore
 
 __all__ = ["CoreModel", "ACT_OPCODES", "LINK_OPCODES", "UNDEFINED_OPCODES", "descriptor_layouts",
            "engine_counter_bits"]

@@ -16,15 +16,15 @@ SRAM ports: 0 link reads, 1 link writes, 2 testbench (:meth:`Chain.tb_port`),
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib import fifo, wiring
 
-from ndpdimm.hw.memory.dma import DmaEngine
-from ndpdimm.hw.memory.dram import load_dram_config
+from ndpdimm.cosim.dram.port_model import MemoryPortModel
 from ndpdimm.hw.link.formats import LinkConfig, packet_beat_layout
+from ndpdimm.hw.link.relayout import RelayoutUnit
 from ndpdimm.hw.link.router import LEFT, LOCAL, RIGHT, LinkRouter
 from ndpdimm.hw.link.transaction import LinkTransaction
+from ndpdimm.hw.memory.dma import DmaEngine
+from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import forward_stream
-from ndpdimm.hw.link.relayout import RelayoutUnit
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
-from ndpdimm.cosim.dram.port_model import MemoryPortModel
 
 __all__ = ["Chain", "SRAM_SIZE", "GEOMETRY", "CONFIG", "BEAT", "CAPACITY"]
 

@@ -24,8 +24,16 @@ import random
 from dataclasses import dataclass
 
 from ndpdimm.hw.link.formats import (
-    CRC_BYTES, FLIT_BYTES, HEADER_BYTES, WORD_BYTES, FlitKind, FrameType, frame_flits,
-    frame_header_layout, packet_beat_layout, transaction_header_layout,
+    CRC_BYTES,
+    FLIT_BYTES,
+    HEADER_BYTES,
+    WORD_BYTES,
+    FlitKind,
+    FrameType,
+    frame_flits,
+    frame_header_layout,
+    packet_beat_layout,
+    transaction_header_layout,
 )
 
 __all__ = ["crc32c", "pack_fields", "unpack_fields", "pack_frame", "unpack_frame", "check_frame",

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 from ndpdimm.hw.link.formats import BLOCK_BITS, SYNC_BITS
 from ndpdimm.hw.link.lane import (
-    BLOCK_WIRE_BITS, LOCK_WINDOW_BLOCKS, SCRAMBLER_BITS, SCRAMBLER_SEED, SCRAMBLER_TAP,
+    BLOCK_WIRE_BITS,
+    LOCK_WINDOW_BLOCKS,
+    SCRAMBLER_BITS,
+    SCRAMBLER_SEED,
+    SCRAMBLER_TAP,
 )
 
 __all__ = ["Scrambler", "Descrambler", "encode_blocks", "to_chunks", "from_chunks",

@@ -53,18 +53,22 @@ import time
 import zlib
 from pathlib import Path
 
-from ndpdimm.hw.activation.unit import ActFmt, ActOp
-from ndpdimm.hw.descriptors import GemvOp, Opcode
-from ndpdimm.hw.memory.controller import POLICIES as DRAM_POLICIES
-from ndpdimm.hw.formats import Dtype
-from ndpdimm.hw.memory.port import Status
-
-from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.bench.gemv import git_commit
 from ndpdimm.cosim.model.perf import (
-    COUNTER_NAMES, FITTED, PerfModel, PerfParams, calibration_path, config_key,
+    COUNTER_NAMES,
+    FITTED,
+    PerfModel,
+    PerfParams,
+    calibration_path,
+    config_key,
 )
+from ndpdimm.hw.activation.unit import ActFmt, ActOp
+from ndpdimm.hw.descriptors import GemvOp, Opcode
+from ndpdimm.hw.formats import Dtype
+from ndpdimm.hw.memory.controller import POLICIES as DRAM_POLICIES
+from ndpdimm.hw.memory.port import Status
 
 __all__ = ["point_sets", "point_fields", "expected_status", "run_points", "fit", "evaluate",
            "calibrate", "report", "held_out_table", "add_arguments", "run", "main", "BENCH_256",
@@ -935,7 +939,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
             "points": [{**r, "set": s} for s, rs in (("calibration", cal), ("held_out", held))
                        for r in rs],
             "sequences": seq_recs,
-            "rtl_measured": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            "rtl_measured": {"date": datetime.datetime.now(datetime.UTC).isoformat(
                 timespec="seconds"), "command": command or "ndpdimm calibrate",
                 "git_commit": git_commit(), "git_dirty": _git_dirty()}}) + "\n")
         log(f"RTL runs saved to {raw} (`--refit` it if the fit fails)")
@@ -977,7 +981,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         "what": "performance-model calibration against the RTL backend (cosim/model/calibrate.py)",
         "config": config.as_dict(), "config_key": config_key(config),
         "git_commit": git_commit(), "git_dirty": _git_dirty(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": command or "ndpdimm calibrate",
         "rtl_measured": measured or "by this command",
         "params": params.as_dict(), "fitted": list(FITTED),

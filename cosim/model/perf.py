@@ -64,12 +64,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ndpdimm.hw.descriptors import GemvOp, Opcode
-from ndpdimm.hw.memory.controller import POLICIES
-from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, serial_digits, slot_cycles
-from ndpdimm.hw.memory.port import Status
-
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.hw.descriptors import GemvOp, Opcode
+from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, serial_digits, slot_cycles
+from ndpdimm.hw.memory.controller import POLICIES
+from ndpdimm.hw.memory.port import Status
 
 __all__ = ["PerfParams", "PerfModel", "GemvShape", "gemv_shape", "config_key", "calibration_path",
            "CALIBRATION_DIR", "DEFAULT_CONFIG", "UncalibratedWarning", "UncalibratedError",

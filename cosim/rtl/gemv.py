@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ndpdimm.cosim.rtl import build as rtl_build
-from ndpdimm.cosim.golden.numerics import result_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden.numerics import result_values
+from ndpdimm.cosim.rtl import build as rtl_build
 
 __all__ = ["RtlJobResult", "run_jobs", "engine_params", "BENCH", "FACTORY"]
 

@@ -58,9 +58,9 @@ def link_system_verilog(n_cores: int = 3, config_path: str | None = None, **core
     """Verilog of the top ``link_system`` (see the module docstring)."""
     from amaranth.back import verilog
 
+    from ndpdimm.hw.core.ndp_core import ndp_core_verilog
     from ndpdimm.hw.link.formats import LinkConfig
     from ndpdimm.hw.link.port import LinkPort
-    from ndpdimm.hw.core.ndp_core import ndp_core_verilog
 
     if not isinstance(n_cores, int) or isinstance(n_cores, bool) or not 2 <= n_cores <= MAX_CORES:
         raise ValueError(f"n_cores must be 2..{MAX_CORES}, got {n_cores!r}")

@@ -81,7 +81,11 @@ from ndpdimm.hw.activation.unit import ONE_F32, ActFmt, ActivationUnit, ActOp
 from ndpdimm.hw.descriptors import Opcode, act_descriptor_layout
 from ndpdimm.hw.formats import check_int
 from ndpdimm.hw.memory.port import (
-    STATUS_CYCLES_BITS, Status, offer_status, status_layout, status_state,
+    STATUS_CYCLES_BITS,
+    Status,
+    offer_status,
+    status_layout,
+    status_state,
 )
 from ndpdimm.hw.memory.sram import SramGeometry
 

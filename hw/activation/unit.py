@@ -68,7 +68,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.gemv.fp32_arith import (
-    CANONICAL_NAN, POS_INF, Fp32Adder, leading_zeros, round_pack_fp32,
+    CANONICAL_NAN,
+    POS_INF,
+    Fp32Adder,
+    leading_zeros,
+    round_pack_fp32,
 )
 
 __all__ = [

@@ -56,11 +56,16 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.descriptors import (
-    DESCRIPTOR_BITS, GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout,
-    link_descriptor_layout, relayout_descriptor_layout,
+    DESCRIPTOR_BITS,
+    GemvOp,
+    Opcode,
+    dma_descriptor_layout,
+    gemv_descriptor_layout,
+    link_descriptor_layout,
+    relayout_descriptor_layout,
 )
-from ndpdimm.hw.link.formats import LinkOp
 from ndpdimm.hw.formats import Dtype, GemvMode, check_int
+from ndpdimm.hw.link.formats import LinkOp
 from ndpdimm.hw.memory.port import Status, status_layout
 from ndpdimm.hw.registers import CSR_DATA_BITS, ID_VALUE, register
 

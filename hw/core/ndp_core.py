@@ -66,25 +66,25 @@ from amaranth.hdl import Cat, DomainRenamer, Module, ResetSignal, Signal
 from amaranth.lib import cdc, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
 from ndpdimm.hw.activation.sequencer import ActivationSequencer
 from ndpdimm.hw.clock_gate import gated_domain
 from ndpdimm.hw.core.command_processor import CommandProcessor, csr_request_layout
-from ndpdimm.hw.memory.dma import DmaEngine
-from ndpdimm.hw.memory.dram import load_dram_config
-from ndpdimm.hw.memory.controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
+from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
 from ndpdimm.hw.gemv.engine import GemvEngine
+from ndpdimm.hw.gemv.result_writer import ResultWriter
 from ndpdimm.hw.hierarchy import replicated_verilog
 from ndpdimm.hw.link.formats import LinkConfig
+from ndpdimm.hw.link.relayout import RelayoutUnit, share_command_port
 from ndpdimm.hw.link.router import LEFT, LOCAL, RIGHT, LinkRouter, packet_signature
 from ndpdimm.hw.link.transaction import LinkTransaction
+from ndpdimm.hw.memory.controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
+from ndpdimm.hw.memory.dma import DmaEngine
+from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
-from ndpdimm.hw.memory.system import MemorySystem
-from ndpdimm.hw.link.relayout import RelayoutUnit, share_command_port
-from ndpdimm.hw.registers import CSR_DATA_BITS
-from ndpdimm.hw.gemv.result_writer import ResultWriter
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
+from ndpdimm.hw.memory.system import MemorySystem
 from ndpdimm.hw.memory.weight_streamer import WeightStreamer
+from ndpdimm.hw.registers import CSR_DATA_BITS
 
 __all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
 

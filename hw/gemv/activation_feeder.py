@@ -87,7 +87,11 @@ from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.formats import WORD_BITS, Dtype, GemvMode, check_int
 from ndpdimm.hw.memory.port import (
-    STATUS_CYCLES_BITS, Status, offer_status, status_state, status_layout,
+    STATUS_CYCLES_BITS,
+    Status,
+    offer_status,
+    status_layout,
+    status_state,
 )
 from ndpdimm.hw.memory.sram import SramGeometry
 

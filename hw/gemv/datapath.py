@@ -32,14 +32,14 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.memory.dma import DmaEngine
-from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.gemv.engine import GemvEngine
 from ndpdimm.hw.hierarchy import replicated_verilog
-from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH, forward_phy, phy_members
-from ndpdimm.hw.memory.system import MemorySystem
+from ndpdimm.hw.memory.dma import DmaEngine
+from ndpdimm.hw.memory.dram import load_dram_config
+from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
+from ndpdimm.hw.memory.system import MemorySystem
 from ndpdimm.hw.memory.weight_streamer import WeightStreamer
 
 __all__ = ["GemvDatapath", "gemv_datapath_from_config", "gemv_datapath_verilog"]

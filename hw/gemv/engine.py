@@ -57,13 +57,21 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.formats import (
-    ACC_BITS, RESULT_LANES, WORD_BITS, Dtype, GemvMode, check_int, gemv_command_layout,
-    result_beat_layout, serial_digits, weights_beat_layout,
+    ACC_BITS,
+    RESULT_LANES,
+    WORD_BITS,
+    Dtype,
+    GemvMode,
+    check_int,
+    gemv_command_layout,
+    result_beat_layout,
+    serial_digits,
+    weights_beat_layout,
 )
-from ndpdimm.hw.gemv.unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
-from ndpdimm.hw.hierarchy import shared_instance
 from ndpdimm.hw.gemv.lane_reducer import check_max_batch
 from ndpdimm.hw.gemv.multiplier import check_radix_bits, max_serial_digits
+from ndpdimm.hw.gemv.unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
+from ndpdimm.hw.hierarchy import shared_instance
 
 __all__ = ["GemvEngine", "engine_verilog"]
 

@@ -106,11 +106,15 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
 from ndpdimm.hw.formats import ACC_BITS, RESULT_LANES, check_int, result_beat_layout
+from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
 from ndpdimm.hw.gemv.fp32_arith import Fp32Adder
 from ndpdimm.hw.memory.port import (
-    STATUS_CYCLES_BITS, Status, offer_status, status_state, status_layout,
+    STATUS_CYCLES_BITS,
+    Status,
+    offer_status,
+    status_layout,
+    status_state,
 )
 from ndpdimm.hw.memory.sram import SramGeometry
 

@@ -131,8 +131,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.link.formats import (
-    CRC_BYTES, WORD_BYTES, FrameType, FlitKind, LinkConfig, frame_header_layout,
-    packet_beat_layout, phy_flit_layout, transaction_header_layout,
+    CRC_BYTES,
+    WORD_BYTES,
+    FlitKind,
+    FrameType,
+    LinkConfig,
+    frame_header_layout,
+    packet_beat_layout,
+    phy_flit_layout,
+    transaction_header_layout,
 )
 
 __all__ = ["LinkLayer", "LinkTransmitter", "LinkReceiver", "Crc32cStep", "CRC32C_POLY_REFLECTED",
@@ -162,7 +169,7 @@ _CRC_BITS = CRC_BYTES * 8
 _CRC_INIT = 0xFFFFFFFF
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def crc32c_matrix(data_bits: int) -> tuple:
     """XOR masks of one CRC-32C step over ``data_bits`` (LSB first).
 

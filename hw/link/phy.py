@@ -93,7 +93,12 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.link.formats import (
-    BLOCK_BITS, ControlType, FlitKind, LinkConfig, SyncHeader, control_block_layout,
+    BLOCK_BITS,
+    ControlType,
+    FlitKind,
+    LinkConfig,
+    SyncHeader,
+    control_block_layout,
     phy_flit_layout,
 )
 from ndpdimm.hw.link.lane import LinkLaneRx, LinkLaneTx, check_lane_config, lane_rx_block_layout

@@ -75,16 +75,22 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
 from ndpdimm.hw.descriptors import RELAYOUT_COUNT_BITS, relayout_descriptor_layout
-from ndpdimm.hw.memory.dma import dma_descriptor_layout
-from ndpdimm.hw.memory.dram import load_dram_config
-from ndpdimm.hw.link.formats import LinkOp, WORD_BYTES
+from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
+from ndpdimm.hw.link.formats import WORD_BYTES, LinkOp
 from ndpdimm.hw.link.router import DIMM_ID_BITS
 from ndpdimm.hw.link.transaction import DRAM_SPACE, WINDOW_BITS, link_command_layout
+from ndpdimm.hw.memory.dma import dma_descriptor_layout
+from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import (
-    BURST_BYTES, STATUS_CYCLES_BITS, Status, burst_address_bits, offer_status, status_layout,
-    status_state, take_command_state,
+    BURST_BYTES,
+    STATUS_CYCLES_BITS,
+    Status,
+    burst_address_bits,
+    offer_status,
+    status_layout,
+    status_state,
+    take_command_state,
 )
 
 __all__ = ["RelayoutUnit", "share_command_port", "MAX_GROUP_DIMMS"]

@@ -99,16 +99,21 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
 from ndpdimm.hw.formats import ACC_BITS, RESULT_LANES, check_int
+from ndpdimm.hw.gemv.activation_feeder import check_sram_geometry
+from ndpdimm.hw.gemv.result_writer import ResultWriter
 from ndpdimm.hw.link.formats import WORD_BYTES, LinkConfig, LinkOp, transaction_header_layout
 from ndpdimm.hw.link.router import DIMM_ID_BITS, packet_signature
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import (
-    BURST_BYTES, STATUS_CYCLES_BITS, Status, memory_client_signature, offer_status, status_layout,
+    BURST_BYTES,
+    STATUS_CYCLES_BITS,
+    Status,
+    memory_client_signature,
+    offer_status,
+    status_layout,
     status_state,
 )
-from ndpdimm.hw.gemv.result_writer import ResultWriter
 
 __all__ = ["LinkTransaction", "link_command_layout", "REMOTE_ADDR_BITS", "TAG_BITS", "DRAM_SPACE",
            "WINDOW_BITS"]

@@ -72,11 +72,20 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.formats import check_int
+from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import (
-    BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, STATUS_CYCLES_BITS, Status, burst_address_bits,
-    offer_status, status_state, status_layout, memory_client_signature, take_command_state,
+    BURST_BITS,
+    BURST_BYTES,
+    CLIENT_TAG_BITS,
+    STATUS_CYCLES_BITS,
+    Status,
+    burst_address_bits,
+    memory_client_signature,
+    offer_status,
+    status_layout,
+    status_state,
+    take_command_state,
 )
 from ndpdimm.hw.memory.sram import sram_port_signature
 

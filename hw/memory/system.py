@@ -43,8 +43,8 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import Out
 
 from ndpdimm.hw.memory.address_map import DEFAULT_SCHEME
-from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH, DramController, forward_phy, phy_members
+from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 from ndpdimm.hw.memory.port import CLIENT_TAG_BITS, memory_server_signature
 
 __all__ = ["MemorySystem"]

@@ -124,12 +124,17 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.memory.dram import DramOrganization, load_dram_config
-from ndpdimm.hw.formats import Dtype, GemvMode, WORD_BITS, check_int, weights_beat_layout
-from ndpdimm.hw.memory.port import (
-    BURST_BITS, BURST_BYTES, CLIENT_TAG_BITS, Status, burst_address_bits, memory_client_signature,
-)
+from ndpdimm.hw.formats import WORD_BITS, Dtype, GemvMode, check_int, weights_beat_layout
 from ndpdimm.hw.hierarchy import shared_instance
+from ndpdimm.hw.memory.dram import DramOrganization, load_dram_config
+from ndpdimm.hw.memory.port import (
+    BURST_BITS,
+    BURST_BYTES,
+    CLIENT_TAG_BITS,
+    Status,
+    burst_address_bits,
+    memory_client_signature,
+)
 from ndpdimm.hw.memory.ring_column import RING_COLUMN_MODULE, RingColumn, ring_column_signature
 from ndpdimm.hw.memory.sram import SramGeometry, sram_port_signature
 
@@ -424,7 +429,7 @@ class WeightStreamer(wiring.Component):
                 m.d.comb += emitted.eq(1)
                 m.d.sync += [lane_burst[1].eq(cand_burst[0]), lane_tag[1].eq(cand_tag[0])]
         with m.If(free[0]):
-            m.d.sync += lane_valid[0].eq((avail != 0))
+            m.d.sync += lane_valid[0].eq(avail != 0)
         with m.If(free[1]):
             m.d.sync += lane_valid[1].eq(Mux(free[0], avail == 2, avail != 0))
 

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ndpdimm.cosim.golden import numerics as golden
-from ndpdimm.cosim.golden import activation as GA
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.golden import activation as GA
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.dimm import Dimm
@@ -90,7 +90,7 @@ def tensor_from_bits(bits, dtype, shape) -> torch.Tensor:
 
 
 def golden_elementwise(op, a, b=None, out=torch.float32, c=0.0, k=1.0):
-    f32 = lambda v: int(np.array([v], "<f4").view("<u4")[0])  # noqa: E731
+    f32 = lambda v: int(np.array([v], "<f4").view("<u4")[0])
     y = GA.elementwise(op, tensor_bits(a).reshape(-1), None if b is None else tensor_bits(b).reshape(-1),
                        _FMT[a.dtype], _FMT[out], c=f32(c), k=f32(k))
     return tensor_from_bits(y, out, a.shape)

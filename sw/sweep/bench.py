@@ -19,10 +19,10 @@ import platform
 import tempfile
 import time
 
-from ndpdimm.sw.sweep.tasks import cluster_client
 from ndpdimm.sw.result_files import write_json
-from ndpdimm.sw.sweep.run import Sweep, run_sweep
 from ndpdimm.sw.sweep.jobs import check_point
+from ndpdimm.sw.sweep.run import Sweep, run_sweep
+from ndpdimm.sw.sweep.tasks import cluster_client
 
 __all__ = ["run_sweep_bench", "SCALING_POINTS", "OVERHEAD_TASKS"]
 
@@ -81,7 +81,7 @@ def run_sweep_bench(out="bench/results/sweep.json", rates=SCALING_POINTS, durati
         "what": "sweep engine (sw/sweep/run.py) on Dask LocalCluster: scaling 1 -> 2 workers and "
                 "per-task overhead",
         "command": "ndpdimm bench --suite sweep",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "scaling": {"sweep": {"job": "rapid", "rate_scale": list(rates),
                               "duration_s": duration_s, "mode": "static"}, **scaling},
         "overhead": overhead,

@@ -85,10 +85,9 @@ def _rapid(p):
 def _rtl_gemv(p):
     import torch
 
-    from ndpdimm.cosim.golden import numerics as golden
     from ndpdimm.cosim.backend import CoreConfig
+    from ndpdimm.cosim.golden import numerics as golden
     from ndpdimm.hw.formats import Dtype
-
     from ndpdimm.sw.driver.dimm import Dimm
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.int8}[p["dtype"]]
     gen = torch.Generator().manual_seed(p["seed"])

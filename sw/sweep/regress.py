@@ -32,8 +32,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ndpdimm.sw.sweep.tasks import cluster_client, run_tasks
 from ndpdimm.sw.result_files import write_json
+from ndpdimm.sw.sweep.tasks import cluster_client, run_tasks
 
 __all__ = ["collect_shards", "run_shard", "run_regression", "RegressionError"]
 

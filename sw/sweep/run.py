@@ -61,9 +61,9 @@ import time
 import tomllib
 from pathlib import Path
 
-from ndpdimm.sw.sweep.tasks import WORKER_LOST, cluster_client, run_tasks
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sweep.jobs import JOBS, check_point, run_job
+from ndpdimm.sw.sweep.tasks import WORKER_LOST, cluster_client, run_tasks
 
 __all__ = ["Sweep", "SweepError", "load_sweep", "run_sweep", "code_version", "point_key",
            "SweepResult"]

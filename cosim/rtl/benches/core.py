@@ -37,23 +37,27 @@ import numpy as np
 import torch
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ndpdimm.cosim.golden import act_program
-from ndpdimm.cosim.gemv import weight_layout
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
-from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
-from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden import act_program
 from ndpdimm.cosim.golden.numerics import elem_bits
+from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
+from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
+from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
+from ndpdimm.hw.core.ndp_core import ndp_core_from_config
 from ndpdimm.hw.descriptors import (
-    GemvOp, Opcode, act_descriptor_layout, dma_descriptor_layout, gemv_descriptor_layout,
+    GemvOp,
+    Opcode,
+    act_descriptor_layout,
+    dma_descriptor_layout,
+    gemv_descriptor_layout,
 )
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.hw.core.ndp_core import ndp_core_from_config
 from ndpdimm.hw.registers import register
 
 __all__ = ["NdpCoreTB", "stage_gemv"]

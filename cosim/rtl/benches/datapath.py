@@ -34,17 +34,17 @@ import cocotb
 import torch
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ndpdimm.cosim.gemv import weight_layout
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec, merge_stats
-from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
+from ndpdimm.cosim.rtl.benches.streams import LayoutCodec, merge_stats
 from ndpdimm.cosim.rtl.build import bench_params
-from ndpdimm.hw.memory.dram import peak_bandwidth_bytes_per_s
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
-from ndpdimm.hw.memory.controller import POLICIES
 from ndpdimm.hw.gemv.datapath import gemv_datapath_from_config
+from ndpdimm.hw.memory.controller import POLICIES
+from ndpdimm.hw.memory.dram import peak_bandwidth_bytes_per_s
 from ndpdimm.hw.memory.port import BURST_BYTES, Status, memory_request_layout
 
 __all__ = ["GemvDatapathTB", "job_from_spec"]

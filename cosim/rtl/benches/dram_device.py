@@ -22,8 +22,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.hw.memory.address_map import DramCoord
 from ndpdimm.hw.memory.port import BURST_BITS, BURST_BYTES
 from ndpdimm.hw.memory.rank_scheduler import DramCommand

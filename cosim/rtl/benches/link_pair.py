@@ -28,9 +28,9 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ndpdimm.cosim.rtl.benches.streams import merge_stats, reset
 from ndpdimm.cosim.link.channel import LinkChannel
 from ndpdimm.cosim.link.frames import beats_to_packet, packet_beats
+from ndpdimm.cosim.rtl.benches.streams import merge_stats, reset
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.link.formats import WORD_BYTES, LinkConfig, packet_beat_layout
 from ndpdimm.hw.link.port import LINK_COUNTERS, PHY_COUNTERS

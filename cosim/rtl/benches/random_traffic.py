@@ -85,13 +85,14 @@ import numpy as np
 import torch
 from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly, gather, with_timeout
 
-from ndpdimm.cosim.golden import act_program, numerics as golden
 from ndpdimm.cosim.gemv import weight_layout
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
-from ndpdimm.cosim.rtl.benches.core import WINDOW, NdpCoreTB
-from ndpdimm.cosim.golden.core import ACT_OPCODES, LINK_OPCODES, UNDEFINED_OPCODES, CoreModel
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import OPS, GemvJob
+from ndpdimm.cosim.golden import act_program
+from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.golden.core import ACT_OPCODES, LINK_OPCODES, UNDEFINED_OPCODES, CoreModel
+from ndpdimm.cosim.rtl.benches.core import WINDOW, NdpCoreTB
+from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.hw.activation.sequencer import ACT_UNARY_OPS
 from ndpdimm.hw.activation.unit import ActOp
 from ndpdimm.hw.descriptors import GemvOp, Opcode
@@ -651,7 +652,7 @@ class StreamGen:
         for dm in dmas:
             self.emit(tb.evaluate(tb.word(Opcode.DMA, dm), "program DMA in"), Status.OK)
             self.interject()
-        read_y = lambda a, n: bytes(tb.ref.sram[a:a + n])              # noqa: E731
+        read_y = lambda a, n: bytes(tb.ref.sram[a:a + n])
         before = tb.y_rows(read_y, f["y_addr"], f["y_pitch"], B, n_out)
         note = f"GEMV {job.op} {job.dtype.name} {job.W.shape[0]}x{job.W.shape[1]} batch {B}" + \
             (" accumulate" if accumulate else "") + (f" bad index ({bad_index})" if bad_index else "")

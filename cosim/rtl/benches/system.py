@@ -44,17 +44,17 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge
 
-from ndpdimm.cosim.rtl.benches.streams import merge_stats
-from ndpdimm.cosim.rtl.benches.dram_device import start_clocks
-from ndpdimm.cosim.rtl.benches.link_pair import move_serial
-from ndpdimm.cosim.rtl.benches.core import SRAM_Y, STAGE_Y, WINDOW, NdpCoreTB
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import GemvJob
 from ndpdimm.cosim.golden.numerics import accumulate_bits
 from ndpdimm.cosim.link.channel import LinkChannel
 from ndpdimm.cosim.link.model import LinkFabric, relayout_moves
-from ndpdimm.cosim.rtl.system_top import core_prefix, port_prefix
+from ndpdimm.cosim.rtl.benches.core import SRAM_Y, STAGE_Y, WINDOW, NdpCoreTB
+from ndpdimm.cosim.rtl.benches.dram_device import start_clocks
+from ndpdimm.cosim.rtl.benches.link_pair import move_serial
+from ndpdimm.cosim.rtl.benches.streams import merge_stats
 from ndpdimm.cosim.rtl.build import bench_params
+from ndpdimm.cosim.rtl.system_top import core_prefix, port_prefix
 from ndpdimm.hw.descriptors import Opcode, link_descriptor_layout, relayout_descriptor_layout
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.link.formats import LinkConfig

@@ -20,10 +20,10 @@ import os
 import platform
 import time
 
+from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.scenarios.catalog import list_models
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
-from ndpdimm.sw.result_files import write_json
 
 __all__ = ["run_hermes_bench"]
 

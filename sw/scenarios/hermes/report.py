@@ -20,12 +20,12 @@ import dataclasses
 import time
 from pathlib import Path
 
+from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
 from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
-from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
-from ndpdimm.sw.result_files import save_figure, write_json
 
 __all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
 

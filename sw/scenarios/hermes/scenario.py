@@ -201,7 +201,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
         rand_gpu[l, perm[:n_hot]] = True
         rand_dimm[l, perm[n_hot:]] = np.arange(sh.F - n_hot) % dimms
     resident = lambda p, share, rows: share * rows * sh.H * ELEM + sh.o_bytes + \
-        p.sum(axis=1) * sh.neuron_bytes                                   # noqa: E731
+        p.sum(axis=1) * sh.neuron_bytes
 
     runs = {}
     log(f"[hermes] decoding {cfg.tokens} steps on each system ...")

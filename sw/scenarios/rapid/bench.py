@@ -30,14 +30,17 @@ import os
 import platform
 import time
 
-
-from ndpdimm.sw.scenarios.rapid.scenario import (
-    RapidConfig, _simulate, baseline_ttft_slo, run_rapid, summarize,
-)
+from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.perf import ServingPerf
+from ndpdimm.sw.scenarios.rapid.scenario import (
+    RapidConfig,
+    _simulate,
+    baseline_ttft_slo,
+    run_rapid,
+    summarize,
+)
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS, generate_trace, load_workload
-from ndpdimm.sw.result_files import write_json
 
 __all__ = ["run_rapid_bench", "measure_simulator_speed", "ndp_dimm_sweep", "WORKLOADS",
            "DIMM_COUNTS", "GOAL_WALL_S", "GOAL_TRACE_S"]
@@ -146,7 +149,7 @@ def run_rapid_bench(out="bench/results/rapid.json", workloads=WORKLOADS, pattern
         "what": "RAPID scenario: simulator speed at peak load and the results table per "
                 "workload and pattern (sw/scenarios/rapid/bench.py)",
         "command": "ndpdimm bench --suite rapid",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "config": {k: v for k, v in dataclasses.asdict(base).items()
                    if k not in ("workload", "pattern")},
         "simulator_speed": speed,

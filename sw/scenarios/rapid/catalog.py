@@ -15,7 +15,12 @@ two phases need) raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` nami
 import dataclasses
 
 from ndpdimm.sw.scenarios.catalog import (
-    CatalogError, ModelShape, _available, _read, _tables, load_model,
+    CatalogError,
+    ModelShape,
+    _available,
+    _read,
+    _tables,
+    load_model,
 )
 
 __all__ = ["NodePower", "ServingGpu", "PhasePower", "KvPath", "KvRing", "ControllerConfig",

@@ -44,7 +44,6 @@ import dataclasses
 import functools
 
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.rapid.catalog import ServingNode
 

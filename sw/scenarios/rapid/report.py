@@ -211,8 +211,8 @@ def write_report(r: dict, out_dir, name="rapid") -> list:
 def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None) -> dict:
     """Run, print, write (see the module docstring); returns the result. The model, node and
     trace (workload or trace file) are loaded first, so a bad one fails before any simulation."""
-    from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
+    from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
     from ndpdimm.sw.scenarios.rapid.workload import save_trace as write_trace
 
     load_serving_model(cfg.model)

@@ -38,7 +38,6 @@ import warnings
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
-
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.hermes.costs import ndp_attention_cost
 from ndpdimm.sw.scenarios.hermes.energy import load_energy

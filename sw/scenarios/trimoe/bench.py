@@ -23,14 +23,15 @@ import platform
 import time
 
 from ndpdimm.cosim.backend import CoreConfig
-
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.result_files import write_json
-from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
 from ndpdimm.sw.scenarios.trimoe.catalog import (
-    list_moe_models, load_moe_model, load_trimoe_hardware,
+    list_moe_models,
+    load_moe_model,
+    load_trimoe_hardware,
 )
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
+from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
 
 __all__ = ["run_trimoe_bench", "BATCHES"]
 

@@ -21,7 +21,14 @@ raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and t
 import dataclasses
 
 from ndpdimm.sw.scenarios.catalog import (
-    CatalogError, Gpu, Pcie, _available, _fields, _read, _tables, check_params,
+    CatalogError,
+    Gpu,
+    Pcie,
+    _available,
+    _fields,
+    _read,
+    _tables,
+    check_params,
 )
 
 __all__ = ["MoeShape", "TriMoeGpu", "AmxCpu", "TriMoeNdp", "TriMoeHardware", "load_moe_model",

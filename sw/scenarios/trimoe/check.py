@@ -43,12 +43,16 @@ from pathlib import Path
 import torch
 
 from ndpdimm.cosim.backend import CoreConfig
-
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.expert import (
-    error_bound, free_expert, golden_expert, ndp_expert, store_expert, torch_expert,
+    error_bound,
+    free_expert,
+    golden_expert,
+    ndp_expert,
+    store_expert,
+    torch_expert,
 )
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
 

@@ -52,7 +52,6 @@ import numpy as np
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.bench.link import model_relayout
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-
 from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, TriMoeHardware
 from ndpdimm.sw.scenarios.trimoe.expert import ExpertCost, ndp_expert_cost

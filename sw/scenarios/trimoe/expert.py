@@ -70,7 +70,6 @@ from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES
-
 from ndpdimm.sw.driver.dimm import Dimm, WeightBuffer
 from ndpdimm.sw.layer.run import golden_elementwise
 

@@ -14,8 +14,8 @@ placement over the steps of the first sampled layer (TriMoE).
 
 from pathlib import Path
 
-from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 
 __all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
 

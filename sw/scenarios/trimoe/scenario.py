@@ -76,13 +76,12 @@ import warnings
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
-
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.scenarios.trimoe.traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
+from ndpdimm.sw.scenarios.trimoe.traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
 
 __all__ = ["TriMoeConfig", "SYSTEMS", "run_trimoe", "simulate", "make_traces"]
 

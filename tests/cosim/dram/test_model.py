@@ -16,11 +16,15 @@ import random
 import numpy as np
 import pytest
 
-from ndpdimm.cosim.dram import model as dram_model, native as dram_model_native
+from ndpdimm.cosim.dram import model as dram_model
+from ndpdimm.cosim.dram import native as dram_model_native
 from ndpdimm.cosim.dram.model import DramModel, TimingViolation
 from ndpdimm.hw.memory.address_map import DEFAULT_SCHEME, AddressMap, DramCoord
 from ndpdimm.hw.memory.dram import (
-    DEFAULT_CONFIG_PATH, DramOrganization, load_dram_config, peak_bandwidth_bytes_per_s,
+    DEFAULT_CONFIG_PATH,
+    DramOrganization,
+    load_dram_config,
+    peak_bandwidth_bytes_per_s,
 )
 
 ORG, T = load_dram_config()

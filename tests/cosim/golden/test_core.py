@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.backend import COUNTER_REGISTERS, CoreConfig
-from ndpdimm.cosim.golden.core import CoreModel, engine_counter_bits
+from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden.core import CoreModel, engine_counter_bits
 from ndpdimm.cosim.model.backend import ModelBackend, UnknownDataError
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import Dtype

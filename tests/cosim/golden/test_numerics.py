@@ -5,9 +5,9 @@ import random
 import pytest
 import torch
 
-from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import Dtype
 
 FLOATS = [Dtype.FP16, Dtype.BF16]

@@ -18,12 +18,17 @@ import numpy as np
 import pytest
 import torch
 
-from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.bench.link import model_relayout
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.link.model import (
-    DRAM_PACKET_CYCLES, DRAM_WORD_CYCLES, HOP_CYCLES, HOP_WORD_CYCLES, TARGET_PACKET_CYCLES,
-    WRITE_WORD_CYCLES, LinkFabric,
+    DRAM_PACKET_CYCLES,
+    DRAM_WORD_CYCLES,
+    HOP_CYCLES,
+    HOP_WORD_CYCLES,
+    TARGET_PACKET_CYCLES,
+    WRITE_WORD_CYCLES,
+    LinkFabric,
 )
 from ndpdimm.cosim.model.backend import ModelBackend
 from ndpdimm.hw.formats import Dtype

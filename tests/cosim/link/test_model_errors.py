@@ -16,12 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-from ndpdimm.cosim.link import model as link_model
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.link import model as link_model
 from ndpdimm.cosim.link.frames import check_frame, pack_frame
 from ndpdimm.cosim.link.model import (
-    LINK_COUNTERS, NAK_ROUND_TRIP_CYCLES, LinkFabric, expected_goodput, frame_bits,
-    frame_error_probability, stream_goodput,
+    LINK_COUNTERS,
+    NAK_ROUND_TRIP_CYCLES,
+    LinkFabric,
+    expected_goodput,
+    frame_bits,
+    frame_error_probability,
+    stream_goodput,
 )
 from ndpdimm.hw.link.formats import FrameType, LinkConfig, frame_flits
 from ndpdimm.hw.link.layer import CRC32C_POLY_REFLECTED
@@ -183,7 +188,7 @@ def test_reads_atomics_dram_writes_and_relayouts_stay_bit_exact_under_errors():
     system = NdpSystem(3, "model", CFG, link_ber=1e-4, link_seed=4)
     cycles, images = traffic(system)
     assert images == clean_images
-    flat = lambda cs: [x for c in cs for x in (c if isinstance(c, list) else [c])]  # noqa: E731
+    flat = lambda cs: [x for c in cs for x in (c if isinstance(c, list) else [c])]
     assert all(e >= c for e, c in zip(flat(cycles), flat(clean_cycles)))
     assert sum(flat(cycles)) > sum(flat(clean_cycles))
     counters, clean_counters = system.link_counters(), clean.link_counters()

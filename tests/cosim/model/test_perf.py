@@ -12,11 +12,19 @@ import warnings
 
 import pytest
 
-from ndpdimm.cosim.model import calibrate
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.model import calibrate
 from ndpdimm.cosim.model.perf import (
-    COUNTER_NAMES, FITTED, PerfModel, PerfParams, RefreshDebt, UncalibratedError,
-    UncalibratedWarning, calibration_path, config_key, load_calibration,
+    COUNTER_NAMES,
+    FITTED,
+    PerfModel,
+    PerfParams,
+    RefreshDebt,
+    UncalibratedError,
+    UncalibratedWarning,
+    calibration_path,
+    config_key,
+    load_calibration,
 )
 from ndpdimm.hw.activation.unit import BINARY_OPS, REDUCTION_OPS
 from ndpdimm.hw.descriptors import GemvOp, Opcode
@@ -101,7 +109,7 @@ def test_point_sets_are_disjoint_and_hold_out_whole_families():
         cal, held = sets["calibration"], sets["held_out"]
         assert cal and held
         assert not {p["name"] for p in cal} & {p["name"] for p in held}
-        shape = lambda p: {k: v for k, v in p.items() if k != "name"}  # noqa: E731
+        shape = lambda p: {k: v for k, v in p.items() if k != "name"}
         assert not [p for p in held if shape(p) in [shape(c) for c in cal]]
         # families the fit never sees
         assert not [p for p in cal if p["kind"] == "gemv" and p["accumulate"]]
@@ -114,7 +122,7 @@ def test_point_sets_are_disjoint_and_hold_out_whole_families():
 # --- sanity -------------------------------------------------------------------------------
 
 def test_gemv_grows_with_rows_columns_and_batch(model):
-    cyc = lambda **kw: model.descriptor_cycles(gemv(**kw), Status.OK)  # noqa: E731
+    cyc = lambda **kw: model.descriptor_cycles(gemv(**kw), Status.OK)
     for dtype in Dtype:
         rows = [cyc(dtype=dtype, rows=r) for r in (16, 64, 256, 1024, 4096)]
         assert rows == sorted(rows) and rows[-1] > 100 * rows[0] / 4
@@ -143,7 +151,7 @@ def test_gemv_at_256_units_is_bounded_by_the_dram():
 
 
 def test_activation_ops(model):
-    cyc = lambda f: model.descriptor_cycles(f, Status.OK)  # noqa: E731
+    cyc = lambda f: model.descriptor_cycles(f, Status.OK)
     for n in (64, 1024, 8192):
         relu, smx = cyc(act(n=n)), cyc(act(Opcode.SOFTMAX, 0, n))
         assert smx > relu

@@ -14,15 +14,23 @@ import numpy as np
 import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
-from ndpdimm.cosim.rtl.benches.core import (
-    SRAM_IDX, SRAM_X, SRAM_Y, STAGE_IDX, STAGE_X, STAGE_Y, WINDOW, _round, stage_gemv,
-)
 from ndpdimm.cosim.gemv.job import EngineShape
+from ndpdimm.cosim.rtl.benches.core import (
+    SRAM_IDX,
+    SRAM_X,
+    SRAM_Y,
+    STAGE_IDX,
+    STAGE_X,
+    STAGE_Y,
+    WINDOW,
+    _round,
+    stage_gemv,
+)
+from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
 from ndpdimm.cosim.rtl.harness import HarnessMismatch, RtlBackend, RtlSystem, build_harness
+from ndpdimm.hw.core.ndp_core import ndp_core_from_config
 from ndpdimm.hw.descriptors import Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.hw.core.ndp_core import ndp_core_from_config
 from ndpdimm.hw.registers import register
 
 SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)

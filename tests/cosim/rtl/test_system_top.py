@@ -22,9 +22,9 @@ import json
 
 import pytest
 
-from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.bench.link import SYSTEM_PARAMS, model_relayout
+from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.system_top import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
 
 pytestmark = pytest.mark.sim

@@ -22,11 +22,16 @@ from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from ndpdimm.cosim.golden import act_program
 from ndpdimm.cosim.amaranth_sim import streams as streams
 from ndpdimm.cosim.amaranth_sim.sram_access import (
-    WORD, check_image, garbage, image_words, read_words, write_words,
+    WORD,
+    check_image,
+    garbage,
+    image_words,
+    read_words,
+    write_words,
 )
+from ndpdimm.cosim.golden import act_program
 from ndpdimm.hw.activation.sequencer import ActivationSequencer
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.descriptors import Opcode

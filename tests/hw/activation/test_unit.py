@@ -25,11 +25,19 @@ import pytest
 import torch
 from amaranth.sim import Simulator
 
-from ndpdimm.cosim.golden import activation as G
 from ndpdimm.cosim.amaranth_sim.streams import get, put
+from ndpdimm.cosim.golden import activation as G
 from ndpdimm.hw.activation.unit import (
-    EXP2_TABLE, LATENCY, ONE_F32, PiecewiseQuadratic, ActFmt, ActivationUnit, ActOp, act_b_layout,
-    act_cmd_layout, act_in_layout,
+    EXP2_TABLE,
+    LATENCY,
+    ONE_F32,
+    ActFmt,
+    ActivationUnit,
+    ActOp,
+    PiecewiseQuadratic,
+    act_b_layout,
+    act_cmd_layout,
+    act_in_layout,
 )
 
 FP16_SPECIALS = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x8400, 0x3C00, 0xBC00,

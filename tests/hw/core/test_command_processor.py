@@ -11,22 +11,26 @@ are verified in their own tests; the full-chip bench wires the real ones.
 import pytest
 from amaranth.sim import Simulator
 
-from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
-from ndpdimm.hw.descriptors import act_descriptor_layout
 from ndpdimm.hw.core.command_processor import CommandProcessor
 from ndpdimm.hw.descriptors import (
-    GemvOp, Opcode, dma_descriptor_layout, gemv_descriptor_layout, link_descriptor_layout,
+    GemvOp,
+    Opcode,
+    act_descriptor_layout,
+    dma_descriptor_layout,
+    gemv_descriptor_layout,
+    link_descriptor_layout,
     relayout_descriptor_layout,
 )
-from ndpdimm.hw.memory.dma import DmaEngine
 from ndpdimm.hw.formats import Dtype, GemvMode, gemv_command_layout
+from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
+from ndpdimm.hw.gemv.result_writer import ResultWriter
 from ndpdimm.hw.link.formats import LinkOp
 from ndpdimm.hw.link.transaction import link_command_layout
+from ndpdimm.hw.memory.dma import DmaEngine
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.hw.registers import ID_VALUE, register
-from ndpdimm.hw.gemv.result_writer import ResultWriter
 from ndpdimm.hw.memory.sram import SramGeometry
 from ndpdimm.hw.memory.weight_streamer import streamer_descriptor_layout, streamer_status_layout
+from ndpdimm.hw.registers import ID_VALUE, register
 
 U = 8
 SRAM = SramGeometry(16384, 4, 256, 4)

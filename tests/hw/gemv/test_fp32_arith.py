@@ -14,7 +14,12 @@ from amaranth.hdl import Fragment, Module, Signal
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim.golden.numerics import (
-    CANONICAL_NAN, bits_elem, bits_f32, canonical_nan, f32_bits, product_f32,
+    CANONICAL_NAN,
+    bits_elem,
+    bits_f32,
+    canonical_nan,
+    f32_bits,
+    product_f32,
 )
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.gemv.fp32_arith import Fp32Adder, ProductToFp32, round_pack_fp32

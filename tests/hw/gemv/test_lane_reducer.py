@@ -11,11 +11,10 @@ import pytest
 import torch
 from amaranth.sim import Simulator
 
+from ndpdimm.cosim.gemv.lane_products import lane_products, lanes_of, random_word
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.gemv.lane_reducer import LaneReducer
-
-from ndpdimm.cosim.gemv.lane_products import lane_products, lanes_of, random_word
 
 
 def f32(bits):

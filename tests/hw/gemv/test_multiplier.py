@@ -5,7 +5,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from ndpdimm.cosim.gemv.lane_products import lane_products as expected, lanes_of, random_word
+from ndpdimm.cosim.gemv.lane_products import lane_products as expected
+from ndpdimm.cosim.gemv.lane_products import random_word
 from ndpdimm.hw.formats import Dtype, serial_digits
 from ndpdimm.hw.gemv.multiplier import BitSerialMultiplierUnit
 

@@ -28,17 +28,21 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_sim import streams as streams
-from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.amaranth_sim.sram_access import (
+    check_image,
+    garbage,
+    image_words,
+    read_words,
+    write_words,
+)
 from ndpdimm.cosim.gemv.cases import random_job, random_values
 from ndpdimm.cosim.gemv.engine_model import beats_from_results
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
-from ndpdimm.cosim.amaranth_sim.sram_access import (
-    check_image, garbage, image_words, read_words, write_words,
-)
-from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import Dtype, GemvMode
-from ndpdimm.hw.memory.port import Status
+from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
 from ndpdimm.hw.gemv.result_writer import ResultWriter
+from ndpdimm.hw.memory.port import Status
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 
 GEOMETRY = SramGeometry(size_bytes=8192, n_banks=4, word_bits=256, n_ports=3)

@@ -31,11 +31,22 @@ from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim.link.frames import (
-    CRC32C_CHECK, FlitChannel, beats_to_packet, crc32c, pack_frame, packet_beats, unpack_fields,
+    CRC32C_CHECK,
+    FlitChannel,
+    beats_to_packet,
+    crc32c,
+    pack_frame,
+    packet_beats,
+    unpack_fields,
     unpack_frame,
 )
 from ndpdimm.hw.link.formats import (
-    FlitKind, FrameType, LinkConfig, frame_flits, frame_header_layout, packet_beat_layout,
+    FlitKind,
+    FrameType,
+    LinkConfig,
+    frame_flits,
+    frame_header_layout,
+    packet_beat_layout,
     phy_flit_layout,
 )
 from ndpdimm.hw.link.layer import RX_COUNTERS, TX_COUNTERS, LinkLayer, crc32c_matrix

@@ -20,8 +20,8 @@ from amaranth.sim import Simulator
 from ndpdimm.cosim.amaranth_sim.streams import get, put
 from ndpdimm.cosim.link.chain import CAPACITY, SRAM_SIZE, Chain
 from ndpdimm.cosim.link.model import relayout_moves
-from ndpdimm.hw.memory.port import Status
 from ndpdimm.hw.link.relayout import RelayoutUnit
+from ndpdimm.hw.memory.port import Status
 
 STAGING = 1024
 

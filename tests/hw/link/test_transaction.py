@@ -15,13 +15,17 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from ndpdimm.cosim.amaranth_sim.streams import get, put
-from ndpdimm.cosim.golden.numerics import accumulate_bits
-from ndpdimm.cosim.dram.model import SparseStore
-from ndpdimm.cosim.link.chain import BEAT, CAPACITY, SRAM_SIZE, Chain
 from ndpdimm.cosim.amaranth_sim.sram_access import (
-    WORD, check_image, image_words, read_words, write_words,
+    WORD,
+    check_image,
+    image_words,
+    read_words,
+    write_words,
 )
+from ndpdimm.cosim.amaranth_sim.streams import get, put
+from ndpdimm.cosim.dram.model import SparseStore
+from ndpdimm.cosim.golden.numerics import accumulate_bits
+from ndpdimm.cosim.link.chain import BEAT, CAPACITY, SRAM_SIZE, Chain
 from ndpdimm.hw.link.formats import LinkOp, transaction_header_layout
 from ndpdimm.hw.link.router import LEFT, LOCAL, RIGHT, LinkRouter, PacketArbiter
 from ndpdimm.hw.link.transaction import DRAM_SPACE, LinkTransaction

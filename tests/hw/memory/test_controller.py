@@ -13,8 +13,8 @@ from amaranth.sim import Simulator
 
 from ndpdimm.cosim.dram.model import TimingChecker
 from ndpdimm.hw.memory.address_map import AddressMap
-from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.controller import DramController
+from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.rank_scheduler import DramCommand
 
 ORG, TIMING = load_dram_config()

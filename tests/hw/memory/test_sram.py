@@ -22,7 +22,11 @@ from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_sim import streams as streams
 from ndpdimm.cosim.rtl.benches.sram import (
-    RequestCodec, SramScoreboard, one_bank_traffic, random_traffic, sequential_traffic,
+    RequestCodec,
+    SramScoreboard,
+    one_bank_traffic,
+    random_traffic,
+    sequential_traffic,
 )
 from ndpdimm.hw.memory.sram import READ_LATENCY, BankedSram, SramGeometry
 

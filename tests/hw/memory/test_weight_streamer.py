@@ -20,10 +20,10 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_sim import streams as streams
+from ndpdimm.cosim.dram.port_model import MemoryPortModel
 from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_job, random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
-from ndpdimm.cosim.dram.port_model import MemoryPortModel
 from ndpdimm.hw.formats import Dtype, GemvMode
 from ndpdimm.hw.memory.port import Status
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry

@@ -5,7 +5,12 @@ import math
 import pytest
 
 from ndpdimm.sw.scenarios.catalog import (
-    CatalogError, PARAM_TOLERANCE, list_hardware, list_models, load_hardware, load_model,
+    PARAM_TOLERANCE,
+    CatalogError,
+    list_hardware,
+    list_models,
+    load_hardware,
+    load_model,
 )
 from ndpdimm.sw.scenarios.gpu import GpuModel
 

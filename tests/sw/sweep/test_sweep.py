@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ndpdimm.sw.cli import main
+from ndpdimm.sw.sweep.jobs import check_point, job_parameters
 from ndpdimm.sw.sweep.regress import run_regression
 from ndpdimm.sw.sweep.run import SweepError, load_sweep, run_sweep
-from ndpdimm.sw.sweep.jobs import check_point, job_parameters
 
 DASK = str(Path(sys.executable).parent / "dask")
 

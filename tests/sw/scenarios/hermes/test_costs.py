@@ -6,8 +6,8 @@ import warnings
 import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.sw.scenarios.catalog import load_model
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.scenarios.catalog import load_model
 from ndpdimm.sw.scenarios.hermes.costs import ndp_neuron_cost
 
 

@@ -19,7 +19,12 @@ from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.hermes.checks import tolerance
 from ndpdimm.sw.scenarios.hermes.decode import HermesNdp, Placement, make_placement, run_hermes_decode
 from ndpdimm.sw.scenarios.hermes.reduced_model import (
-    KvCache, ReducedModel, neuron_frequency, oracle_prediction, prefill, reference_decode_step,
+    KvCache,
+    ReducedModel,
+    neuron_frequency,
+    oracle_prediction,
+    prefill,
+    reference_decode_step,
 )
 
 #: The small core of the driver tests (tests/sw/driver/test_driver.py): its Verilated build is shared.

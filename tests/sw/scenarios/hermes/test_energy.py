@@ -7,7 +7,13 @@ import pytest
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError, Gpu, load_hardware
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.energy import (
-    COMPONENTS, SYSTEMS, EnergyModel, PriceCatalog, Usage, load_energy, reference_gpu,
+    COMPONENTS,
+    SYSTEMS,
+    EnergyModel,
+    PriceCatalog,
+    Usage,
+    load_energy,
+    reference_gpu,
 )
 
 ENERGY_TOML = CONFIG_DIR / "energy" / "hermes_energy.toml"

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ndpdimm.sw.scenarios.hermes.traces import popularity, synthetic_trace
 from ndpdimm.sw.scenarios.catalog import load_model
 from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, snake_split, solve_partition
+from ndpdimm.sw.scenarios.hermes.traces import popularity, synthetic_trace
 
 
 def _problem(freq, **kw):

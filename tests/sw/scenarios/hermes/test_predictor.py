@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 from ndpdimm.sw.scenarios.catalog import load_model
 from ndpdimm.sw.scenarios.hermes.predictor import NeuronPredictor, _Bloom, evaluate
+from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 
 
 def _traces(**kw):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 from ndpdimm.sw.scenarios.hermes.remap import imbalance, replay
+from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 
 
 def _trace():

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
-from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.cli import main
+from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
-from ndpdimm.sw.scenarios.hermes.workload import make_workload
 from ndpdimm.sw.scenarios.hermes.report import format_report, run_sweep, write_report
+from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
+from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
 # LLaMA2-13B (26 GB in FP16) does not fit the 24 GB GPU: the systems differ
 SMALL = HermesConfig(model="llama2-13b", tokens=24, prompt=128, profile_tokens=32,

@@ -6,7 +6,11 @@ import pytest
 import torch
 
 from ndpdimm.sw.scenarios.hermes.traces import (
-    ActivationTrace, load_trace, popularity, record_trace, synthetic_trace,
+    ActivationTrace,
+    load_trace,
+    popularity,
+    record_trace,
+    synthetic_trace,
 )
 
 

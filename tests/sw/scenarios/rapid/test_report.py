@@ -38,8 +38,8 @@ def cli_run(tmp_path_factory):
 
 
 def test_cli_choices_are_the_scenarios():
-    from ndpdimm.sw.scenarios.rapid.scenario import MODES
     from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS
+    from ndpdimm.sw.scenarios.rapid.scenario import MODES
     from ndpdimm.sw.scenarios.rapid.workload import PATTERNS
     assert cli.RAPID_MODES == MODES and cli.RAPID_PATTERNS == PATTERNS
     assert cli.RAPID_KV_PATHS == KV_PATHS

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError
-from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, _layout, run_rapid, systems_for
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.perf import NdpAttention, ServingPerf
 from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError, PowerLedger
+from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, _layout, run_rapid, systems_for
 from ndpdimm.sw.scenarios.rapid.simulator import ServingSim
 from ndpdimm.sw.scenarios.rapid.workload import Trace, generate_trace, load_workload
 

@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from ndpdimm.sw.scenarios.rapid.workload import (
-    PATTERNS, WORKLOAD_DIR, Trace, WorkloadError, WorkloadSpec, generate_trace, list_workloads,
-    load_trace, load_workload, save_trace,
+    PATTERNS,
+    WORKLOAD_DIR,
+    Trace,
+    WorkloadError,
+    WorkloadSpec,
+    generate_trace,
+    list_workloads,
+    load_trace,
+    load_workload,
+    save_trace,
 )
 
 GOOD = {

@@ -8,7 +8,10 @@ import pytest
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, PARAM_TOLERANCE, CatalogError, Gpu
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.trimoe.catalog import (
-    list_moe_models, list_trimoe_hardware, load_moe_model, load_trimoe_hardware,
+    list_moe_models,
+    list_trimoe_hardware,
+    load_moe_model,
+    load_trimoe_hardware,
 )
 
 MODELS = ["deepseek-v2", "mixtral-8x7b", "qwen3-235b-a22b"]

@@ -1,10 +1,10 @@
 """TriMoE with the NDP experts executed: bit-exact on the model and the RTL backend."""
 
-import torch
 import pytest
+import torch
 
-from ndpdimm.sw.scenarios.trimoe import check as trimoe_check
 from ndpdimm.sw.cli import main
+from ndpdimm.sw.scenarios.trimoe import check as trimoe_check
 from ndpdimm.sw.scenarios.trimoe.check import run_trimoe_check
 
 

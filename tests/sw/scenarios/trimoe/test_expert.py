@@ -17,13 +17,20 @@ import numpy as np
 import pytest
 import torch
 
-from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm, FreedBufferError
 from ndpdimm.sw.scenarios.trimoe.expert import (
-    ExpertCost, ExpertWeights, error_bound, free_expert, golden_expert, ndp_expert,
-    ndp_expert_cost, store_expert, torch_expert,
+    ExpertCost,
+    ExpertWeights,
+    error_bound,
+    free_expert,
+    golden_expert,
+    ndp_expert,
+    ndp_expert_cost,
+    store_expert,
+    torch_expert,
 )
 
 #: The small core of tests/sw/driver/test_driver.py and tests/sw/scenarios/hermes/test_decode.py (one shared RTL build).

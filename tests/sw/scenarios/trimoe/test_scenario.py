@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.cli import main
 from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
-from ndpdimm.sw.scenarios.trimoe.traces import RoutingTraceConfig, synthetic_routing
-from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
+from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.report import format_report, write_report
+from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
+from ndpdimm.sw.scenarios.trimoe.traces import RoutingTraceConfig, synthetic_routing
 
 SMALL = dict(hidden=512, layers=4, dense_layers=0, dense_ffn=0, experts=32, top_k=4,
              shared_experts=1, expert_ffn=256, heads=8, kv_heads=8,

@@ -11,8 +11,14 @@ import pytest
 import torch
 
 from ndpdimm.sw.scenarios.trimoe.traces import (
-    FORMAT_NAME, FORMAT_VERSION, RoutingTrace, RoutingTraceConfig, TraceError, expert_ranking,
-    record_routing, synthetic_routing,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    RoutingTrace,
+    RoutingTraceConfig,
+    TraceError,
+    expert_ranking,
+    record_routing,
+    synthetic_routing,
 )
 
 SMALL = RoutingTraceConfig(n_experts=32, top_k=4, layers=2, tokens=64, steps=3)
