@@ -22,10 +22,12 @@ advances time until every submitted descriptor and host access has completed.
 """
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Self
 
 from ndpdimm.hw.descriptors import DESCRIPTOR_BITS, Opcode
-from ndpdimm.hw.memory.dram import load_dram_config
+from ndpdimm.hw.memory.dram import DramOrganization, DramTiming, load_dram_config
 from ndpdimm.hw.memory.port import Status
 
 __all__ = ["CoreConfig", "Completion", "Backend", "BACKENDS", "COUNTER_REGISTERS", "check_word"]
@@ -61,7 +63,7 @@ class CoreConfig:
     #: build the DIMM-Link transaction layer and router (LINK_SEND / ATOMIC_ADD descriptors)
     link: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name == "dram_config":
@@ -73,16 +75,16 @@ class CoreConfig:
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f.name} must be a positive integer, got {v!r}")
 
-    def core_params(self) -> dict:
+    def core_params(self) -> dict[str, int | bool]:
         """Keyword arguments of ``ndp_core_from_config`` (JSON-able, a build-cache key)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name != "dram_config" and not (f.name == "link" and not self.link)}
 
-    def dram(self):
+    def dram(self) -> tuple[DramOrganization, DramTiming]:
         """``(DramOrganization, DramTiming)`` of this configuration."""
         return load_dram_config(self.dram_config)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, int | str | bool | None]:
         """The fields (``link`` only when set, so keys of link-less builds stay as they were)."""
         d = dataclasses.asdict(self)
         if not self.link:
@@ -121,7 +123,7 @@ class Backend:
     name = "abstract"
 
     # --- the DIMM's DRAM, as the host reaches it over the memory channel -----------------
-    def load(self, addr: int, data) -> None:
+    def load(self, addr: int, data: bytes) -> None:
         """Write bytes at a DIMM-local address (host writes before the NDP uses them; no NDP time)."""
         raise NotImplementedError
 
@@ -142,7 +144,7 @@ class Backend:
         raise NotImplementedError
 
     # --- descriptors -----------------------------------------------------------------------
-    def submit(self, words) -> None:
+    def submit(self, words: Iterable[int]) -> None:
         """Queue 256-bit descriptor words; they are pushed to the core as it has room."""
         raise NotImplementedError
 
@@ -160,21 +162,21 @@ class Backend:
     def cycle(self) -> int:
         raise NotImplementedError
 
-    def counters(self) -> dict:
+    def counters(self) -> dict[str, int]:
         """The :data:`COUNTER_REGISTERS` by name."""
         return {n: self.csr_read(n) for n in COUNTER_REGISTERS}
 
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def check_word(word) -> int:
+def check_word(word: int) -> int:
     """A descriptor word as an int, or ``ValueError``."""
     if not isinstance(word, int) or isinstance(word, bool) or not 0 <= word < 1 << DESCRIPTOR_BITS:
         raise ValueError(f"a descriptor is a {DESCRIPTOR_BITS}-bit unsigned int, got {word!r}")

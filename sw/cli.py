@@ -4,8 +4,8 @@ Subcommands:
 
 * ``ndpdimm demo``    the Hermes scenario with the RTL in the loop (``sw/scenarios/hermes/demo.py``);
   ``--real-layer``: a real transformer MLP layer on the GEMV engine RTL (``sw/layer/engine_demo.py``)
-* ``ndpdimm bench``   performance figures as JSON (``cosim/bench/gemv.py``, ``cosim/bench/dram_gemv.py``,
-  ``cosim/bench/speed.py``, ``cosim/bench/link.py``, ``sw/scenarios/hermes/bench.py``, ``sw/scenarios/trimoe/bench.py``,
+* ``ndpdimm bench``   performance figures as JSON (``bench/gemv.py``, ``bench/dram_gemv.py``,
+  ``bench/speed.py``, ``bench/link.py``, ``sw/scenarios/hermes/bench.py``, ``sw/scenarios/trimoe/bench.py``,
   ``sw/scenarios/rapid/bench.py``, ``sw/sweep/bench.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
@@ -97,8 +97,8 @@ def _parser():
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
-                        "(cosim/bench/speed.py); dimm_link: link goodput, latency and goodput "
-                        "under bit errors (cosim/bench/link.py); hermes: tokens/s of every system "
+                        "(bench/speed.py); dimm_link: link goodput, latency and goodput "
+                        "under bit errors (bench/link.py); hermes: tokens/s of every system "
                         "for every model (sw/scenarios/hermes/bench.py); trimoe: MoE layer latency of every "
                         "system per model and batch, scheduler time (sw/scenarios/trimoe/bench.py); rapid: "
                         "simulator speed on an hour at peak load and the serving results table "
@@ -118,7 +118,7 @@ def _parser():
                         "count, max 4; dimm_link 2)")
     b.add_argument("--points-file", default=None,
                    help="dram_gemv: JSON list of points to run instead of the default set "
-                        "(see cosim/bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
+                        "(see bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
 
     r = sub.add_parser("run-layer", help="run one real all-MiniLM-L6-v2 MLP layer or attention step "
@@ -307,16 +307,16 @@ def main(argv=None):
                      out=args.out, from_dram=not args.engine_only)
         elif args.command == "bench":
             if args.suite in ("gemv_engine", "all"):
-                from ndpdimm.cosim.bench.gemv import run_bench
+                from ndpdimm.bench.gemv import run_bench
                 kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
                 run_bench(out=f"{args.out_dir}/gemv_engine.json", **kw)
             if args.suite in ("cosim", "all"):
-                from ndpdimm.cosim.bench.speed import run_bench as run_cosim_bench
+                from ndpdimm.bench.speed import run_bench as run_cosim_bench
                 units = (args.units,) if args.units else (256, 16)
                 run_cosim_bench(units=units, build_options=args.build_options,
                                 out=f"{args.out_dir}/cosim.json")
             if args.suite in ("dimm_link", "all"):
-                from ndpdimm.cosim.bench.link import run_link_bench
+                from ndpdimm.bench.link import run_link_bench
                 run_link_bench(out=f"{args.out_dir}/dimm_link.json", jobs=args.jobs or 2)
             if args.suite in ("hermes", "all"):
                 from ndpdimm.sw.scenarios.hermes.bench import run_hermes_bench
@@ -331,7 +331,7 @@ def main(argv=None):
                 from ndpdimm.sw.sweep.bench import run_sweep_bench
                 run_sweep_bench(out=f"{args.out_dir}/sweep.json")
             if args.suite in ("dram_gemv", "all"):
-                from ndpdimm.cosim.bench.dram_gemv import run_dram_bench
+                from ndpdimm.bench.dram_gemv import run_dram_bench
                 kw = {k: v for k, v in (("units", args.units), ("rows", args.rows),
                                         ("cols", args.cols), ("ring_beats", args.ring_beats),
                                         ("jobs", args.jobs), ("points_file", args.points_file))

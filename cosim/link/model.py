@@ -136,17 +136,23 @@ model: 8.1). Real 25 Gb/s links run at 1e-12 or better, where a 1 KiB frame is h
 10**8 and none of this shows.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ndpdimm.cosim.golden.numerics import accumulate_bits
 from ndpdimm.hw.descriptors import RELAYOUT_COUNT_BITS, Opcode
 from ndpdimm.hw.link.formats import BLOCK_BITS, SYNC_BITS, WORD_BYTES, LinkConfig, frame_flits
 from ndpdimm.hw.link.transaction import DRAM_SPACE
 from ndpdimm.hw.memory.port import BURST_BYTES, Status
 
-from ndpdimm.cosim.golden.numerics import accumulate_bits
+if TYPE_CHECKING:
+    from ndpdimm.cosim.model.backend import ModelBackend
 
 __all__ = ["LinkFabric", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "RELAYOUT_PACKET_CYCLES",
            "HOP_CYCLES", "HOP_WORD_CYCLES",
@@ -223,21 +229,21 @@ LINK_COUNTERS = ("frames_sent", "bytes", "wire_cycles", "crc_errors", "naks_sent
                  "timeouts", "replay_cycles")
 
 
-def check_ber(ber, name: str = "ber") -> float:
+def check_ber(ber: float, name: str = "ber") -> float:
     """``ber`` as a float if it is a real number in ``[0, MAX_BER)``; else ``ValueError``."""
     if not isinstance(ber, numbers.Real) or isinstance(ber, bool) or not 0 <= ber < MAX_BER:
         raise ValueError(f"{name} must be a number in [0, {MAX_BER:g}), got {ber!r}")
     return float(ber)
 
 
-def check_seed(seed, name: str = "seed") -> int:
+def check_seed(seed: int, name: str = "seed") -> int:
     """``seed`` if it is a non-negative integer (a numpy Generator seed); else ``ValueError``."""
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {seed!r}")
     return int(seed)
 
 
-def frame_bits(payload_bytes: int, config: LinkConfig = None) -> int:
+def frame_bits(payload_bytes: int, config: LinkConfig | None = None) -> int:
     """Bits a frame carrying ``payload_bytes`` puts on the wire: its flits, 66 bits per lane each
     (64b/66b: the sync header is on the wire too, and a flipped one is caught as well)."""
     c = LinkConfig() if config is None else config
@@ -271,7 +277,7 @@ def _expected_frame_cycles(payload_bytes: int, ber: float, config: LinkConfig) -
     return frame + p / (1 - p) * penalty
 
 
-def expected_goodput(ber: float, payload_bytes: int = 1024, config: LinkConfig = None) -> float:
+def expected_goodput(ber: float, payload_bytes: int = 1024, config: LinkConfig | None = None) -> float:
     """Expected goodput (fraction of the raw rate) of a back-to-back stream of frames of
     ``payload_bytes`` over one link at ``ber``, in the fabric's error model."""
     c = LinkConfig() if config is None else config
@@ -280,8 +286,8 @@ def expected_goodput(ber: float, payload_bytes: int = 1024, config: LinkConfig =
 
 
 def stream_goodput(ber: float, payload_bytes: int = 1024, packets: int = 60, seed: int = 0,
-                   config: LinkConfig = None):
-    """The RTL link bench's BER stream (``cosim/bench/link.py``: ``packets`` back-to-back frames
+                   config: LinkConfig | None = None) -> tuple[float, dict[str, int | float]]:
+    """The RTL link bench's BER stream (``bench/link.py``: ``packets`` back-to-back frames
     of ``payload_bytes`` over one link, drained at once; goodput between the delivery of packet
     ``packets // 4`` and the last) through a :class:`LinkFabric` hop at ``ber``, ``seed``.
     Returns ``(goodput fraction of the raw rate, the link's counters)``."""
@@ -293,7 +299,7 @@ def stream_goodput(ber: float, payload_bytes: int = 1024, packets: int = 60, see
     return steady / c.raw_bytes_per_cycle, fabric.counters()["0->1"]
 
 
-def relayout_moves(fields):
+def relayout_moves(fields: Mapping[str, int]) -> list[tuple[int, int, int, int]]:
     """The blocks one RELAYOUT moves when every member of its group runs ``fields``
     (``hw/link/relayout.py``): ``(from DIMM, from address, to DIMM, to address)`` per block, in
     block order (block ``k`` of ``n_blocks``; member ``j`` is DIMM ``group_base + j``)."""
@@ -317,7 +323,8 @@ def _striped_blocks(fields, member: int) -> int:
 class LinkFabric:
     """The DIMM-Link chain of a model-backend system (see the module docstring)."""
 
-    def __init__(self, n_dimms: int, config: LinkConfig = None, ber: float = 0.0, seed: int = 0):
+    def __init__(self, n_dimms: int, config: LinkConfig | None = None, ber: float = 0.0,
+                 seed: int = 0) -> None:
         if not isinstance(n_dimms, int) or isinstance(n_dimms, bool) or not 1 <= n_dimms <= 16:
             raise ValueError(f"n_dimms must be 1..16, got {n_dimms!r}")
         if config is not None and not isinstance(config, LinkConfig):
@@ -333,12 +340,12 @@ class LinkFabric:
         self.reset_counters()
 
     # ---- error counters ---------------------------------------------------------------------
-    def reset_counters(self):
+    def reset_counters(self) -> None:
         """Every link direction's counters back to zero (the error process goes on where it was)."""
         self._counters = {f"{a}->{b}": dict.fromkeys(LINK_COUNTERS, 0)
                           for i in range(self.n_dimms - 1) for a, b in ((i, i + 1), (i + 1, i))}
 
-    def counters(self) -> dict:
+    def counters(self) -> dict[str, dict[str, int | float]]:
         """Per link direction (``"0->1"``, ``"1->0"``, ...): :data:`LINK_COUNTERS` (a JSON-able
         copy; cycles rounded to 0.01). The transmitter of ``"i->j"`` is DIMM i's port towards j,
         its receiver DIMM j's; the NAKs of ``naks_sent`` travel on ``"j->i"``."""
@@ -447,7 +454,7 @@ class LinkFabric:
                  + [[frame_flits(n, c.flit_bytes) * flit for n in back]] * len(path))
         return self._finish(stages, buffers) - self._finish(clean, buffers)
 
-    def attach(self, dimm_id: int, backend):
+    def attach(self, dimm_id: int, backend: ModelBackend) -> None:
         if not 0 <= dimm_id < self.n_dimms:
             raise ValueError(f"dimm_id must be 0..{self.n_dimms - 1}, got {dimm_id!r}")
         self.backends[dimm_id] = backend
@@ -478,7 +485,7 @@ class LinkFabric:
             ok = remote % WORD_BYTES == 0 and remote + n <= target.core.S
         return Status.OK if ok else Status.REMOTE_RANGE
 
-    def status(self, src: int, link_id: int, f) -> Status:
+    def status(self, src: int, link_id: int, f: Mapping[str, int]) -> Status:
         """The completion code of link descriptor ``f`` (decoded fields) issued by DIMM ``src``
         whose ``LINK_ID`` register holds ``link_id``."""
         n_dimms = link_id >> 4 & 0x1F
@@ -496,7 +503,7 @@ class LinkFabric:
                 return code
         return Status.OK
 
-    def apply(self, src: int, f):
+    def apply(self, src: int, f: Mapping[str, int]) -> None:
         """The effect of ``f`` (whose status may be ``REMOTE_RANGE``: refused packets do nothing).
         Bytes a timing-only model (``functional=False``) does not know stay unknown where they
         are copied to."""
@@ -541,7 +548,7 @@ class LinkFabric:
             return ATOMIC_PACKET_CYCLES + ATOMIC_WORD_CYCLES * words
         return TARGET_PACKET_CYCLES + WRITE_WORD_CYCLES * words
 
-    def cycles(self, src: int, f, status: Status) -> int:
+    def cycles(self, src: int, f: Mapping[str, int], status: Status) -> int:
         """Predicted ``CQ_CYCLES`` of ``f`` (see the module docstring). Each call carries ``f``'s
         frames over the links it crosses: they are counted, and at ``ber > 0`` their bit errors
         are drawn and the replays' time added (:meth:`_carry`)."""
@@ -591,7 +598,7 @@ class LinkFabric:
         return [(k, at, to, to_at) for k, (frm, at, to, to_at) in enumerate(relayout_moves(f))
                 if frm == src]
 
-    def relayout_status(self, src: int, link_id: int, f) -> Status:
+    def relayout_status(self, src: int, link_id: int, f: Mapping[str, int]) -> Status:
         """The completion code of RELAYOUT ``f`` issued on member DIMM ``src``."""
         here = self.backends[src]
         n_dimms = min(link_id >> 4 & 0x1F, self.n_dimms)
@@ -616,7 +623,7 @@ class LinkFabric:
                     return Status.REMOTE_RANGE
         return Status.OK
 
-    def relayout_apply(self, src: int, f, status: Status):
+    def relayout_apply(self, src: int, f: Mapping[str, int], status: Status) -> None:
         """This member's blocks into the receivers' DRAM (up to the first refused block)."""
         here, B, staging = self.backends[src], f["block_bytes"], f["staging"]
         if status not in (Status.OK, Status.REMOTE_RANGE):
@@ -648,7 +655,8 @@ class LinkFabric:
         """A receiver writing one block into its DRAM, one packet at a time."""
         return sum(self._target_cycles("write", DRAM_SPACE, n, 0) for _, n in self._split(n_bytes))
 
-    def relayout_cycles(self, src: int, f, status: Status, dma_cycles) -> int:
+    def relayout_cycles(self, src: int, f: Mapping[str, int], status: Status,
+                        dma_cycles: Callable[[int, int], float]) -> int:
         """Predicted ``CQ_CYCLES`` of RELAYOUT ``f`` on member ``src``; ``dma_cycles(address,
         n_bytes)`` is this DIMM's DRAM -> SRAM DMA time (its performance model)."""
         if status in (Status.BAD_FIELD, Status.MISALIGNED):

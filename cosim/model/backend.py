@@ -40,18 +40,27 @@ queue holds ``desc_queue``); ``CQ_HEAD`` reads 0 because ``run`` hands
 completions to the caller directly, as the RTL harness does.
 """
 
-from collections import Counter, deque
+from __future__ import annotations
 
+import os
+from collections import Counter, deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ndpdimm.cosim.backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
+from ndpdimm.cosim.golden.act_program import elem_bytes as act_elem_bytes
+from ndpdimm.cosim.golden.core import ACT_OPCODES, CoreModel
+from ndpdimm.cosim.model.perf import RefreshDebt, Timing
 from ndpdimm.hw.activation.unit import REDUCTION_OPS
+from ndpdimm.hw.core.ndp_core import core_caps
 from ndpdimm.hw.descriptors import Opcode
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.hw.memory.port import BURST_BYTES, Status
-from ndpdimm.hw.core.ndp_core import core_caps
 from ndpdimm.hw.registers import ID_VALUE, REGISTERS, register
-from ndpdimm.cosim.golden.act_program import elem_bytes as act_elem_bytes
-from ndpdimm.cosim.backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
-from ndpdimm.cosim.golden.core import ACT_OPCODES, CoreModel
-from ndpdimm.cosim.model.perf import RefreshDebt, Timing
+
+if TYPE_CHECKING:
+    from ndpdimm.cosim.link.model import LinkFabric
+    from ndpdimm.cosim.model.perf import PerfModel
 
 __all__ = ["ModelBackend", "UnknownDataError", "PERF_COUNTERS"]
 
@@ -68,10 +77,10 @@ class UnknownDataError(RuntimeError):
 class _Ranges:
     """A set of byte addresses as sorted disjoint ``[lo, hi)`` intervals."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.spans = []
 
-    def remove(self, lo, hi):
+    def remove(self, lo: int, hi: int) -> None:
         out = []
         for a, b in self.spans:
             if b <= lo or a >= hi:
@@ -83,7 +92,7 @@ class _Ranges:
                 out.append((hi, b))
         self.spans = out
 
-    def add(self, lo, hi):
+    def add(self, lo: int, hi: int) -> None:
         if hi <= lo:
             return
         self.remove(lo, hi)
@@ -97,7 +106,7 @@ class _Ranges:
                 merged.append((a, b))
         self.spans = merged
 
-    def overlap(self, lo, hi) -> list:
+    def overlap(self, lo: int, hi: int) -> list[tuple[int, int]]:
         return [(max(a, lo), min(b, hi)) for a, b in self.spans if a < hi and b > lo]
 
 
@@ -111,11 +120,11 @@ class _Dispatched:
         self.delay = 0.0                         # host contention so far (fractional cycles)
 
     @property
-    def cycles(self):
+    def cycles(self) -> int:
         return self.timing.cycles + round(self.delay)
 
     @property
-    def done(self):
+    def done(self) -> int:
         return self.start + self.cycles
 
 
@@ -128,8 +137,9 @@ class ModelBackend(Backend):
     """
     name = "model"
 
-    def __init__(self, config: CoreConfig = CoreConfig(), *, functional: bool = True, perf=None,
-                 perf_path=None, progress: bool = False, fabric=None, dimm_id: int = 0):
+    def __init__(self, config: CoreConfig = CoreConfig(), *, functional: bool = True,
+                 perf: PerfModel | None = None, perf_path: str | os.PathLike | None = None,
+                 progress: bool = False, fabric: LinkFabric | None = None, dimm_id: int = 0) -> None:
         if not isinstance(config, CoreConfig):
             raise ValueError(f"config must be a CoreConfig, got {config!r}")
         self.config = config
@@ -182,18 +192,18 @@ class ModelBackend(Backend):
                 f"{what}: DRAM bytes [{lo:#x}, {hi:#x}) were written by a descriptor the model "
                 f"only timed (ModelBackend(functional=False)); use functional=True for its data")
 
-    def load(self, addr, data):
+    def load(self, addr: int, data: bytes) -> None:
         data = bytes(data)
         self._range(addr, len(data))
         self.core.dram.write(addr, data)
         self._unknown_dram.remove(addr, addr + len(data))
 
-    def dump(self, addr, n):
+    def dump(self, addr: int, n: int) -> bytes:
         self._range(addr, n)
         self._known(addr, n, "dump")
         return self.core.dram.read(addr, n)
 
-    def host_access(self, addr, write, data=b""):
+    def host_access(self, addr: int, write: bool, data: bytes = b"") -> bytes:
         cap = self.org.capacity_bytes
         if not isinstance(addr, int) or addr % BURST_BYTES or not 0 <= addr <= cap - BURST_BYTES:
             raise ValueError(f"host access address {addr!r} is not a 64 B aligned burst in the DIMM")
@@ -230,7 +240,7 @@ class ModelBackend(Backend):
                 int(queued >= self.config.desc_queue) << 32 |
                 int(waiting >= self.config.cq_depth) << 33)
 
-    def csr_read(self, name):
+    def csr_read(self, name: str) -> int:
         n = self._register(name).name
         if n in self._regs:
             return self._regs[n]
@@ -246,13 +256,13 @@ class ModelBackend(Backend):
             return self._counts[n] & _MASK64
         return 0                                  # wo / w1 registers and CQ_* read 0
 
-    def counters(self):
+    def counters(self) -> dict[str, int]:
         """The :data:`~ndpdimm.cosim.backend.COUNTER_REGISTERS` in one call (what ``csr_read``
         of each would return; the driver reads them around every run)."""
         c = self._counts
         return {n: (self._cycle if n == "CYCLES" else c[n]) & _MASK64 for n in COUNTER_REGISTERS}
 
-    def csr_write(self, name, value):
+    def csr_write(self, name: str, value: int) -> None:
         r = self._register(name)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MASK64:
             raise ValueError(f"register {name}: value must be a 64-bit unsigned int, got {value!r}")
@@ -280,19 +290,19 @@ class ModelBackend(Backend):
             raise ValueError(e.args[0]) from None
 
     # --- descriptors -----------------------------------------------------------------------
-    def submit(self, words):
+    def submit(self, words: Iterable[int]) -> None:
         words = [check_word(w) for w in words]
         self._queue.extend((w, self._cycle) for w in words)
 
     @property
-    def pending(self):
+    def pending(self) -> int:
         return len(self._queue) + len(self._done)
 
     @property
-    def cycle(self):
+    def cycle(self) -> int:
         return self._cycle
 
-    def run(self, max_cycles=None):
+    def run(self, max_cycles: int | None = None) -> list[Completion]:
         if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 0):
             raise ValueError(f"max_cycles must be an int >= 0, got {max_cycles!r}")
         if max_cycles is None and self._queue and not self._regs["CTRL"] & 1:

@@ -47,7 +47,6 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 import time
 import zlib
@@ -55,7 +54,6 @@ from pathlib import Path
 
 from ndpdimm.cosim.arguments import positive_int
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.bench.gemv import git_commit
 from ndpdimm.cosim.model.perf import (
     COUNTER_NAMES,
     FITTED,
@@ -64,6 +62,7 @@ from ndpdimm.cosim.model.perf import (
     calibration_path,
     config_key,
 )
+from ndpdimm.cosim.provenance import git_commit, git_dirty
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import Dtype
@@ -892,15 +891,6 @@ def _speed(model: PerfModel, rows: list) -> dict:
                     "model's time for one descriptor_cycles call; min over points of >= 1000 cycles"}
 
 
-def _git_dirty():
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout
-        return bool(out.strip())
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progress=True,
               command=None, log=print) -> dict:
     """The whole procedure (module docstring); returns the record written to ``out``."""
@@ -941,7 +931,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
             "sequences": seq_recs,
             "rtl_measured": {"date": datetime.datetime.now(datetime.UTC).isoformat(
                 timespec="seconds"), "command": command or "ndpdimm calibrate",
-                "git_commit": git_commit(), "git_dirty": _git_dirty()}}) + "\n")
+                "git_commit": git_commit(), "git_dirty": git_dirty()}}) + "\n")
         log(f"RTL runs saved to {raw} (`--refit` it if the fit fails)")
     params = measured_params(PerfParams(), cal, extras)
     params, bench_rows = fit_dram_bound(params)
@@ -980,7 +970,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
     record = {
         "what": "performance-model calibration against the RTL backend (cosim/model/calibrate.py)",
         "config": config.as_dict(), "config_key": config_key(config),
-        "git_commit": git_commit(), "git_dirty": _git_dirty(),
+        "git_commit": git_commit(), "git_dirty": git_dirty(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": command or "ndpdimm calibrate",
         "rtl_measured": measured or "by this command",

@@ -55,15 +55,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ndpdimm.cosim.backend import Backend, Completion, CoreConfig, check_word
+from ndpdimm.cosim.dram import native
 from ndpdimm.cosim.rtl.build import (
-    VERILATOR_FLAGS, _SRC_ATTRIBUTE, _file_lock, _tail, build_cache_dir, elaborate, verilator_env,
+    _SRC_ATTRIBUTE,
+    VERILATOR_FLAGS,
+    _file_lock,
+    _tail,
+    build_cache_dir,
+    elaborate,
+    verilator_env,
     verilator_version,
 )
 from ndpdimm.cosim.rtl.core_top import reset_register_wrapper
-from ndpdimm.cosim.dram import native
 from ndpdimm.hw.memory.port import BURST_BYTES, Status
 from ndpdimm.hw.registers import REGISTERS, register
 
@@ -120,8 +127,8 @@ def _c_string(text: str) -> str:
 def harness_header(config: CoreConfig, build_info: dict) -> str:
     """``harness_config.h`` for ``config``: every number the C++ harness needs, from the RTL's
     own layouts and the DRAM config (nothing restated by hand)."""
-    from ndpdimm.hw.memory.address_map import AddressMap
     from ndpdimm.hw.core.ndp_core import ndp_core_from_config
+    from ndpdimm.hw.memory.address_map import AddressMap
     from ndpdimm.hw.memory.rank_scheduler import DramCommand
 
     core = ndp_core_from_config(config.dram_config, **config.core_params())
@@ -132,7 +139,7 @@ def harness_header(config: CoreConfig, build_info: dict) -> str:
     hresp = _layout_fields(core.host.resp[0].payload.shape())
     am = AddressMap(org)
     slices = am.field_slices()
-    words = lambda bits: (bits + 31) // 32  # noqa: E731
+    words = lambda bits: (bits + 31) // 32
     timing_fields = ("tRC", "tRCD", "tCL", "tRP", "tRAS", "tBL", "tCCD_S", "tCCD_L", "tRRD_S",
                      "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "CWL", "tREFI", "tRFC",
                      "max_postponed_refs")
@@ -191,7 +198,7 @@ _LINK_END_PORTS = ("serial_tx", "serial_tx_valid", "serial_rx", "serial_rx_valid
                    "link_up")
 
 
-def link_counter_names() -> tuple:
+def link_counter_names() -> tuple[str, ...]:
     """Names of a link end's counters as the harness reports them (``LinkPort``'s ports)."""
     from ndpdimm.hw.link.port import LINK_COUNTERS, PHY_COUNTERS
     return tuple(LINK_COUNTERS) + tuple(f"phy_{n}" for n in PHY_COUNTERS)
@@ -204,7 +211,7 @@ def harness_ports_header(n_cores: int, ranks: int) -> str:
     from ndpdimm.cosim.rtl.system_top import core_prefix, port_prefix
     from ndpdimm.hw.link.formats import LinkConfig
     # Verilator spells a "__" in a port name "___05F"
-    port = lambda name: name.replace("__", "___05F")  # noqa: E731
+    port = lambda name: name.replace("__", "___05F")
     prefix = (lambda i: "") if n_cores == 1 else core_prefix
     n_links = n_cores - 1
     counters = link_counter_names() if n_links else ()
@@ -232,7 +239,7 @@ def harness_ports_header(n_cores: int, ranks: int) -> str:
         c = LinkConfig()
         lines += ["", f"#define NDPH_LINK_LANES {c.lanes}", f"#define NDPH_LINK_CHUNK_BITS {c.chunk_bits}",
                   f"#define NDPH_LINK_N_COUNTERS {len(counters)}", "", "struct LinkEndPorts {"]
-        first = lambda name: port(port_prefix(0, "a") + name)  # noqa: E731
+        first = lambda name: port(port_prefix(0, "a") + name)
         lines += [f"    NDPH_PORT_T({first(name)})* {name};" for name in _LINK_END_PORTS]
         lines += [f"    const NDPH_PORT_T({first(counters[0])})* counters[NDPH_LINK_N_COUNTERS];", "};"]
         lines += [f"static_assert(std::is_same<NDPH_PORT_T({first(n)}), NDPH_PORT_T({first(counters[0])})>::value, "
@@ -392,7 +399,8 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n
 
 
 def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX_OPT,
-                  extra_flags=VERILATOR_OPT, build_root=None, progress: bool = True, n_cores: int = 1) -> Path:
+                  extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None,
+                  progress: bool = True, n_cores: int = 1) -> Path:
     """Path of ``libndpcore.so`` for ``config`` (built if missing); see the module docstring.
 
     ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` Verilator's options
@@ -552,10 +560,10 @@ class _Simulation:
             wpath, first, last = waves
             self.check(lib.ndph_trace_open(self.h, str(wpath).encode(), int(first), int(last)))
 
-    def start(self):
+    def start(self) -> None:
         self.check(self.lib.ndph_run_cycles(self.h, 8))   # out of reset
 
-    def check(self, status):
+    def check(self, status: int) -> int:
         if status in (_OK, _MAX_CYCLES):
             return status
         msg = self.lib.ndph_error(self.h).decode()
@@ -563,7 +571,7 @@ class _Simulation:
             raise ValueError(msg)
         raise HarnessError(msg)
 
-    def release(self):
+    def release(self) -> None:
         self.users -= 1
         if self.users <= 0 and self.h:
             self.lib.ndph_destroy(self.h)
@@ -582,9 +590,9 @@ class RtlBackend(Backend):
     """
     name = "rtl"
 
-    def __init__(self, config: CoreConfig = CoreConfig(), *, waves=None, progress: bool = True,
-                 library=None, cxx_opt: str = CXX_OPT, extra_flags=VERILATOR_OPT,
-                 build_root=None):
+    def __init__(self, config: CoreConfig = CoreConfig(), *, waves: tuple[str | os.PathLike, int, int] | None = None,
+                 progress: bool = True, library: str | os.PathLike | None = None, cxx_opt: str = CXX_OPT,
+                 extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None) -> None:
         sim = _Simulation(config, 1, waves=waves, progress=progress, library=library,
                           cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root)
         self._attach(sim, 0)
@@ -612,7 +620,7 @@ class RtlBackend(Backend):
     def _check(self, status):
         return self._sim.check(status)
 
-    def close(self):
+    def close(self) -> None:
         if getattr(self, "_sim", None) is not None:
             self._sim.release()
             self._sim = None
@@ -626,13 +634,13 @@ class RtlBackend(Backend):
             raise ValueError(f"DRAM range {addr!r} + {n!r} bytes is outside the DIMM (0..{cap:#x})")
 
     # --- Backend --------------------------------------------------------------------------
-    def load(self, addr, data):
+    def load(self, addr: int, data: bytes) -> None:
         data = bytes(data)
         self._range(addr, len(data))
         if data:
             self._check(self._lib.ndph_load(self._h, self._core_index, addr, _bytes_arg(data), len(data)))
 
-    def dump(self, addr, n):
+    def dump(self, addr: int, n: int) -> bytes:
         self._range(addr, n)
         buf = (ctypes.c_uint8 * max(n, 1))()
         if n:
@@ -644,7 +652,7 @@ class RtlBackend(Backend):
                 not 0 <= addr <= self.org.capacity_bytes - BURST_BYTES:
             raise ValueError(f"{what} {addr!r} is not a 64 B aligned burst in the DIMM")
 
-    def host_access(self, addr, write, data=b""):
+    def host_access(self, addr: int, write: bool, data: bytes = b"") -> bytes:
         self._burst_address(addr)
         if write and len(bytes(data)) != BURST_BYTES:
             raise ValueError(f"a host write is {BURST_BYTES} bytes, got {len(bytes(data))}")
@@ -668,7 +676,7 @@ class RtlBackend(Backend):
         self._check(self._lib.ndph_host_stream(self._h, self._core_index, int(addr), int(nbytes),
                                                int(spacing_cycles)))
 
-    def host_stream_stats(self) -> dict:
+    def host_stream_stats(self) -> dict[str, int | float]:
         """The background stream since it was started: reads issued and completed, mean and
         max latency of the completed ones (NDP cycles from issue to response)."""
         out = (ctypes.c_int64 * 4)()
@@ -677,21 +685,21 @@ class RtlBackend(Backend):
         return {"issued": issued, "completed": completed,
                 "mean_latency": total / completed if completed else 0.0, "max_latency": worst}
 
-    def csr_write(self, name, value):
+    def csr_write(self, name: str, value: int) -> None:
         r = register(name)
         if not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise ValueError(f"register {name}: value must be a 64-bit unsigned int, got {value!r}")
         self._check(self._lib.ndph_csr(self._h, self._core_index, r.offset, 1, value, None,
                                        ACCESS_TIMEOUT_CYCLES))
 
-    def csr_read(self, name):
+    def csr_read(self, name: str) -> int:
         r = register(name)
         out = ctypes.c_uint64()
         self._check(self._lib.ndph_csr(self._h, self._core_index, r.offset, 0, 0, ctypes.byref(out),
                                        ACCESS_TIMEOUT_CYCLES))
         return out.value
 
-    def submit(self, words):
+    def submit(self, words: Iterable[int]) -> None:
         words = [check_word(w) for w in words]
         if not words:
             return
@@ -701,7 +709,7 @@ class RtlBackend(Backend):
                 arr[4 * i + k] = (w >> (64 * k)) & (2 ** 64 - 1)
         self._check(self._lib.ndph_submit(self._h, self._core_index, arr, len(words)))
 
-    def run(self, max_cycles=None):
+    def run(self, max_cycles: int | None = None) -> list[Completion]:
         limit = (1 << 62) if max_cycles is None else int(max_cycles)
         if limit < 0:
             raise ValueError(f"max_cycles must be >= 0, got {max_cycles!r}")
@@ -727,14 +735,14 @@ class RtlBackend(Backend):
                 return out
 
     @property
-    def pending(self):
+    def pending(self) -> int:
         return self._lib.ndph_pending(self._h, self._core_index)
 
     @property
-    def cycle(self):
+    def cycle(self) -> int:
         return self.stats()["ndp_cycle"]
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int]:
         """Harness-side counts: cycles of both clocks, DRAM commands by kind, bursts, row
         hits/misses (the timing checker's), bytes the sparse store holds (this core's DRAM)."""
         out = (ctypes.c_int64 * 12)()
@@ -743,10 +751,10 @@ class RtlBackend(Backend):
                 "bursts_written", "row_hits", "row_misses", "touched_bytes")
         return dict(zip(keys, list(out)))
 
-    def close_waves(self):
+    def close_waves(self) -> None:
         self._lib.ndph_trace_close(self._h)
 
-    def profile(self, enable=None) -> dict:
+    def profile(self, enable: bool | None = None) -> dict[str, float | int | None]:
         """Where the clocking loop's time goes, by the steady clock. ``enable`` True / False
         starts / stops timing every ``eval()`` of the Verilated model and every run loop
         (two clock reads per ``eval()``: at most a few per cent of a 16-unit core's cycle, less
@@ -778,8 +786,9 @@ class RtlSystem:
 
     def __init__(self, config: CoreConfig, n_cores: int, *, latency: int = LINK_LATENCY,
                  ber: float = 0.0, seed: int = 0, max_bit_offset: int = LINK_MAX_BIT_OFFSET,
-                 progress: bool = True, library=None,
-                 cxx_opt: str = CXX_OPT, extra_flags=VERILATOR_OPT, build_root=None):
+                 progress: bool = True, library: str | os.PathLike | None = None,
+                 cxx_opt: str = CXX_OPT, extra_flags: Sequence[str] = VERILATOR_OPT,
+                 build_root: str | os.PathLike | None = None) -> None:
         if not isinstance(n_cores, int) or isinstance(n_cores, bool) or n_cores < 2:
             raise ValueError(f"an RTL DIMM-Link system has 2 or more cores, got {n_cores!r}")
         if not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1 << 20:
@@ -802,16 +811,16 @@ class RtlSystem:
         if sim.check(sim.lib.ndph_run_until_links_up(sim.h, LINK_TRAINING_CYCLES)) == _MAX_CYCLES:
             raise HarnessError(f"the DIMM-Links did not come up within {LINK_TRAINING_CYCLES} cycles")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.cores)
 
-    def run(self, max_cycles=None) -> list:
+    def run(self, max_cycles: int | None = None) -> list[list[Completion]]:
         """Run until every core is idle; each core's completions (a list per core)."""
         limit = (1 << 62) if max_cycles is None else int(max_cycles)
         self._sim.check(self._sim.lib.ndph_run(self._sim.h, -1, limit))
         return [c._take_completions() for c in self.cores]
 
-    def link_counters(self) -> dict:
+    def link_counters(self) -> dict[str, dict[str, int]]:
         """Per direction ``"i->j"`` of every link: the sending end's and the receiving end's
         counters as the RTL link ports count them (``tx_*``: the sender's, e.g. frames sent,
         replays, timeouts, NAKs received; ``rx_*``: the receiver's, e.g. CRC errors, NAKs sent,
@@ -835,6 +844,6 @@ class RtlSystem:
                 out[key] = row
         return out
 
-    def close(self):
+    def close(self) -> None:
         for c in self.cores:
             c.close()

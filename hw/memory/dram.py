@@ -19,9 +19,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ndpdimm.hw.formats import NDP_CLOCK_HZ
+
 __all__ = [
     "DEFAULT_CONFIG_PATH", "DramOrganization", "DramTiming",
-    "load_dram_config", "peak_bandwidth_bytes_per_s",
+    "load_dram_config", "peak_bandwidth_bytes_per_s", "DIMM_DRAM_BYTES_PER_CYCLE",
 ]
 
 #: The DDR4-3200 configuration from SPEC.md section 1.
@@ -202,3 +204,9 @@ def load_dram_config(path=None) -> tuple[DramOrganization, DramTiming]:
         except ValueError as e:
             raise ValueError(f"bad value in [{section}] of DRAM config {str(path)!r}: {e}") from None
     return result[0], result[1]
+
+
+#: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,
+#: derived from the default DRAM configuration (hw/configs/ddr4-3200.toml); the physical
+#: limit the GEMV engine is judged against.
+DIMM_DRAM_BYTES_PER_CYCLE = round(peak_bandwidth_bytes_per_s(*load_dram_config()) / NDP_CLOCK_HZ, 6)

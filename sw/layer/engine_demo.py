@@ -31,11 +31,11 @@ from pathlib import Path
 
 import torch
 
-from ndpdimm.cosim.bench.gemv import DIMM_DRAM_BYTES_PER_CYCLE
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.rtl.gemv import run_jobs
 from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
+from ndpdimm.hw.memory.dram import DIMM_DRAM_BYTES_PER_CYCLE
 from ndpdimm.sw.layer.model import DEFAULT_SENTENCE, load_mlp_layer
 
 __all__ = ["run_demo"]

@@ -1,6 +1,6 @@
 """cocotb replay of a recorded backend session on the NDP core: the cocotb side of ``bench_cosim``.
 
-``cosim/bench/speed.py`` records what the driver asked of the RTL harness (DRAM
+``bench/speed.py`` records what the driver asked of the RTL harness (DRAM
 loads, register writes, descriptor words, "run until idle") and replays it here,
 on the same ``NdpCore`` parameters, with the cocotb ``DramDevice`` and a host
 driver that behaves like the C++ one: descriptors pushed while fewer than

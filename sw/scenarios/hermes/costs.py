@@ -43,7 +43,8 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.system import NdpSystem
 from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig

@@ -50,9 +50,9 @@ import dataclasses
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.bench.link import model_relayout
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.system import NdpSystem, relayout_round_trip_cycles
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, TriMoeHardware
 from ndpdimm.sw.scenarios.trimoe.expert import ExpertCost, ndp_expert_cost
 
@@ -216,7 +216,7 @@ def measure_link_costs(expert_bytes: int, dimms: int, config: CoreConfig,
         move = {h: [] for h in sorted({1, dimms - 1})}
         for k in block_counts:
             n = k * dimms
-            a, b = model_relayout(dimms, BLOCK_BYTES, n, None, system=system)
+            a, b = relayout_round_trip_cycles(dimms, BLOCK_BYTES, n, None, system=system)
             there.append((n, a))
             back.append((n, b))
             for h in move:

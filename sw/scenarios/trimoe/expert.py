@@ -5,7 +5,7 @@ An expert is ``y = W_down (silu(W_gate x) * (W_up x))`` with ``W_gate``, ``W_up`
 the GEMV engine and the activation unit take (INT8 has no activation-unit
 format, so it is refused). It is applied to the ``t`` tokens routed to it
 (``x`` [t, H] in the weights' dtype). Every step runs on the DIMM through the
-driver API (``sw/driver/dimm.py``), for each *pass* of at most ``max_batch`` tokens
+driver API (``sw/driver/``), for each *pass* of at most ``max_batch`` tokens
 (the GEMV engine shares one weight stream among ``max_batch`` vectors, so ``t >
 max_batch`` is ``ceil(t / max_batch)`` passes; the driver's ``gemv`` would
 split a larger batch itself, but running the whole chain per pass keeps a
@@ -70,7 +70,8 @@ from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES
-from ndpdimm.sw.driver.dimm import Dimm, WeightBuffer
+from ndpdimm.sw.driver.buffers import WeightBuffer
+from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.layer.run import golden_elementwise
 
 __all__ = ["ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
@@ -92,7 +93,7 @@ _CHUNK_ELEMS = 32          # FP16 and FP32 chunks of a multiple of 32 elements a
 @dataclasses.dataclass
 class ExpertWeights:
     """One expert's matrices on a DIMM: ``gate``, ``up`` (DOT [ffn, hidden]) and ``down`` (DOT
-    [hidden, ffn]) as :class:`~ndpdimm.sw.driver.dimm.WeightBuffer`."""
+    [hidden, ffn]) as :class:`~ndpdimm.sw.driver.buffers.WeightBuffer`."""
     gate: WeightBuffer
     up: WeightBuffer
     down: WeightBuffer

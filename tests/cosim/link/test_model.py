@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.bench.link import model_relayout
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.link.model import (
     DRAM_PACKET_CYCLES,
@@ -34,7 +33,8 @@ from ndpdimm.cosim.model.backend import ModelBackend
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.link.formats import LinkConfig, frame_flits
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.sw.driver.dimm import NdpError, NdpSystem
+from ndpdimm.sw.driver.errors import NdpError
+from ndpdimm.sw.driver.system import NdpSystem, relayout_round_trip_cycles
 
 CFG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=True)
 DRAM = 1 << 39
@@ -242,7 +242,7 @@ def test_relayout_round_trip_over_three_dimms(chain):
     B, n_blocks = 512, 10
     there, home = relayout_round_trip(chain, B, n_blocks)
     if chain[0].name == "rtl":       # the model of the same relayout, fitted to the RTL
-        model = model_relayout(3, B, n_blocks, CFG)
+        model = relayout_round_trip_cycles(3, B, n_blocks, CFG)
         for phase, m in zip((there, home), model):
             r = max(c.cycles for c in phase)
             assert abs(m - r) <= RELAYOUT_TOLERANCE * r, f"model {m} cycles, RTL {r}"

@@ -30,8 +30,8 @@ from ndpdimm.cosim.link.model import (
 )
 from ndpdimm.hw.link.formats import FrameType, LinkConfig, frame_flits
 from ndpdimm.hw.link.layer import CRC32C_POLY_REFLECTED
-from ndpdimm.sw.driver import dimm as driver
-from ndpdimm.sw.driver.dimm import NdpSystem
+from ndpdimm.sw.driver import system as driver_system
+from ndpdimm.sw.driver.system import NdpSystem
 
 CFG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=True)
 NO_LINK = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
@@ -278,7 +278,7 @@ BAD_BERS = ["1e-5", -1e-9, 1e-2, 0.5, float("nan"), float("inf"), True, None, [1
 def test_bad_arguments_raise_and_build_nothing(monkeypatch, kwargs):
     def built(*args, **kw):
         raise AssertionError("built something before refusing the arguments")
-    monkeypatch.setattr(driver, "Dimm", built)
+    monkeypatch.setattr(driver_system, "Dimm", built)
     monkeypatch.setattr(link_model, "LinkFabric", built)
     kwargs = {"config": CFG, **kwargs}
     with pytest.raises(ValueError, match="ber|seed"):

@@ -19,7 +19,8 @@ import torch
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.golden.numerics import accumulate_bits
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.sw.driver.dimm import Dimm, NdpError
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.errors import NdpError
 
 CFG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4, link=True)
 

@@ -22,10 +22,11 @@ import json
 
 import pytest
 
+from ndpdimm.bench.link import SYSTEM_PARAMS
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.bench.link import SYSTEM_PARAMS, model_relayout
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.system_top import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
+from ndpdimm.sw.driver.system import relayout_round_trip_cycles
 
 pytestmark = pytest.mark.sim
 
@@ -58,10 +59,10 @@ def test_three_cores_merge_traffic_timing_bad_requests(tmp_path):
 @pytest.mark.parametrize("block, n_blocks", [(64, 20), (512, 10), (2048, 16)])
 def test_relayout_round_trip_and_model(block, n_blocks, tmp_path):
     stats = tmp_path / "stats.json"
-    run_bench("relayout_round_trip", stats=stats, relayout_block=block, relayout_blocks=n_blocks)
-    rtl = json.loads(stats.read_text())["relayout_round_trip"]
+    run_bench("relayout_round_trip_cycles", stats=stats, relayout_block=block, relayout_blocks=n_blocks)
+    rtl = json.loads(stats.read_text())["relayout_round_trip_cycles"]
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
-    model = model_relayout(SYSTEM_PARAMS["n_cores"], block, n_blocks, CoreConfig(link=True, **params))
+    model = relayout_round_trip_cycles(SYSTEM_PARAMS["n_cores"], block, n_blocks, CoreConfig(link=True, **params))
     for phase, m in zip(rtl["phases"], model):
         r = max(phase["cycles"])
         assert abs(m - r) <= RELAYOUT_TOLERANCE * r, f"{phase}: model {m} cycles, RTL {r}"

@@ -20,7 +20,8 @@ import torch
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-from ndpdimm.sw.driver.dimm import Dimm, FreedBufferError
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.errors import FreedBufferError
 from ndpdimm.sw.scenarios.trimoe.expert import (
     ExpertCost,
     ExpertWeights,

@@ -8,7 +8,8 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.cli import main
-from ndpdimm.sw.driver.dimm import Dimm, NdpSystem
+from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.system import NdpSystem
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs

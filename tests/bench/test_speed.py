@@ -1,12 +1,12 @@
 """The co-simulation benchmark's parts that need no RTL: the workload, the session recorder
-and the timer correction (``cosim/bench/speed.py``); the RTL side runs in ``make bench``."""
+and the timer correction (``bench/speed.py``); the RTL side runs in ``make bench``."""
 
 import warnings
 
 import pytest
 
+from ndpdimm.bench.speed import RecordingBackend, measure_model, workload
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.bench.speed import RecordingBackend, measure_model, workload
 from ndpdimm.cosim.model.backend import ModelBackend
 from ndpdimm.sw.driver.dimm import Dimm
 

@@ -51,8 +51,9 @@ from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.link_pair_top import LINK_PAIR_FACTORY, LINK_PAIR_TOP
 from ndpdimm.cosim.rtl.system_top import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
 from ndpdimm.hw.link.formats import LinkConfig, frame_flits
+from ndpdimm.sw.driver.system import NdpSystem, relayout_round_trip_cycles
 
-__all__ = ["run_link_bench", "relayout_figures", "system_figures", "harness_system_figures", "model_relayout", "SIZES",
+__all__ = ["run_link_bench", "relayout_figures", "system_figures", "harness_system_figures", "SIZES",
            "BERS", "SYSTEM_PARAMS"]
 
 BENCH = "ndpdimm.cosim.rtl.benches.link_pair"
@@ -89,13 +90,13 @@ def system_figures(relayout_block=2048, relayout_blocks=16) -> dict:
         env = {"LINK_STATS": str(stats), "RELAYOUT_BLOCK": relayout_block,
                "RELAYOUT_BLOCKS": relayout_blocks}
         result = rtl_build.run(LINK_SYSTEM_TOP, LINK_SYSTEM_FACTORY, SYSTEM_PARAMS, SYSTEM_BENCH,
-                               testcase=["link_timing_against_model", "relayout_round_trip"],
+                               testcase=["link_timing_against_model", "relayout_round_trip_cycles"],
                                seed=1, extra_env=env, echo_log=False)
         result.check()
         figures = json.loads(stats.read_text())
-    rtl = figures["relayout_round_trip"]
+    rtl = figures["relayout_round_trip_cycles"]
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
-    model = model_relayout(SYSTEM_PARAMS["n_cores"], relayout_block, relayout_blocks,
+    model = relayout_round_trip_cycles(SYSTEM_PARAMS["n_cores"], relayout_block, relayout_blocks,
                            CoreConfig(link=True, **params))
     rows = []
     for phase, m in zip(rtl["phases"], model):
@@ -120,7 +121,6 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
 
     from ndpdimm.cosim.backend import CoreConfig
     from ndpdimm.cosim.golden import numerics as golden
-    from ndpdimm.sw.driver.dimm import NdpSystem
 
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
     config = CoreConfig(link=True, **params)
@@ -151,8 +151,8 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
                                "model_cycles": p, "error": round((p - r) / r, 4)})
         relayout = []
         for group in (2, n):
-            rtl = model_relayout(group, relayout_block, relayout_blocks, config, system=system)
-            mod = model_relayout(group, relayout_block, relayout_blocks, config, system=model)
+            rtl = relayout_round_trip_cycles(group, relayout_block, relayout_blocks, config, system=system)
+            mod = relayout_round_trip_cycles(group, relayout_block, relayout_blocks, config, system=model)
             for k, phase in enumerate(("to_localized", "to_striped")):
                 relayout.append({"dimms": group, "phase": phase, "rtl_cycles": rtl[k],
                                  "model_cycles": mod[k], "error": round((mod[k] - rtl[k]) / rtl[k], 4)})
@@ -173,33 +173,6 @@ def harness_system_figures(relayout_block=2048, relayout_blocks=64, gemv_shape=(
             "cycles_per_second": round(cycles / cpu) if cpu else None}
 
 
-def model_relayout(n_dimms, block, n_blocks, config, target=None, system=None) -> list:
-    """Cycles (the slowest member) of striped -> localized and back on the model backend, the
-    tensor striped over ``n_dimms`` DIMMs, localized on member ``target`` (default the last).
-    ``system``: an existing ``NdpSystem`` of at least ``n_dimms`` linked DIMMs to run on (its
-    first ``n_dimms`` form the group; any backend; its buffers are freed after), else one is
-    built from ``config`` on the model backend."""
-    from ndpdimm.sw.driver.dimm import NdpSystem
-
-    if system is None:
-        system = NdpSystem(n_dimms, "model", config, functional=False)
-    target = n_dimms - 1 if target is None else target
-    per = -(-n_blocks // n_dimms)
-    group = list(system)[:n_dimms]
-    striped = [d.alloc(per * block) for d in group]
-    localized = [d.alloc(n_blocks * block) for d in group]
-    staging = [d.alloc_sram(2 * block) for d in group]
-    try:
-        return [system.relayout(to_localized, target, block, n_blocks, src, dst, staging,
-                                members=n_dimms)
-                for to_localized, src, dst in ((True, striped, localized),
-                                               (False, localized, striped))]
-    finally:
-        for d, bufs in zip(group, zip(striped, localized, staging)):
-            for b in bufs:
-                d.free(b)
-
-
 def relayout_figures(dimms=(2, 4, 8), shape=RELAYOUT_SHAPE, block=RELAYOUT_BLOCK) -> dict:
     """The 4096 x 4096 FP16 relayout over ``dimms`` on the model backend."""
     from ndpdimm.cosim.backend import CoreConfig
@@ -207,7 +180,7 @@ def relayout_figures(dimms=(2, 4, 8), shape=RELAYOUT_SHAPE, block=RELAYOUT_BLOCK
     n_bytes = shape[0] * shape[1] * 2
     rows = []
     for n in dimms:
-        there, back = model_relayout(n, block, n_bytes // block, CoreConfig(link=True), target=0)
+        there, back = relayout_round_trip_cycles(n, block, n_bytes // block, CoreConfig(link=True), target=0)
         rows.append({"dimms": n, "to_localized_cycles": there, "to_striped_cycles": back,
                      "to_localized_ms": round(there / 1e6, 3), "to_striped_ms": round(back / 1e6, 3),
                      "gbytes_per_s_to_localized": round(n_bytes / there, 2)})
@@ -275,7 +248,7 @@ def run_link_bench(out="bench/results/dimm_link.json", sizes=SIZES, bers=BERS, p
             "packets_delivered_exactly_once": s["packets"]["ab"],
         })
     report = {
-        "what": "DIMM-Link figures measured on the Verilated link pair (cosim/bench/link.py)",
+        "what": "DIMM-Link figures measured on the Verilated link pair (bench/link.py)",
         "command": "ndpdimm bench --suite dimm_link",
         "config": {"lanes": config.lanes, "lane_gbps": config.lane_gbps,
                    "raw_gbytes_per_s": config.raw_bytes_per_cycle,

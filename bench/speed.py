@@ -2,7 +2,7 @@
 
 For each core configuration (default: the SPEC's 256 GEMV units and a reduced
 16-unit one) the same workload - a real descriptor stream built by the driver
-(``sw/driver/dimm.py``): dense FP16 GEMVs, a row gather and a column gather, SiLU,
+(``sw/driver/``): dense FP16 GEMVs, a row gather and a column gather, SiLU,
 an element-wise multiply, a softmax, with the DMAs that move their operands -
 runs on:
 
@@ -46,8 +46,8 @@ from pathlib import Path
 
 import torch
 
+from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.backend import Backend, CoreConfig
-from ndpdimm.cosim.bench.gemv import bench_header
 from ndpdimm.hw.descriptors import Opcode
 
 __all__ = ["RecordingBackend", "workload", "run_bench", "main"]
@@ -315,7 +315,7 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
     command = (" ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else
-               " ".join(["python -m ndpdimm.cosim.bench.speed"] + sys.argv[1:]))
+               " ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
     report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
                           "columns), row gather 25 % batch 1, column gather 25 % (256 outputs), "

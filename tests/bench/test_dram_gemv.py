@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ndpdimm.cosim.bench.dram_gemv import _balance, _cost, bench_points, load_points
+from ndpdimm.bench.dram_gemv import _balance, _cost, bench_points, load_points
 from ndpdimm.sw.cli import main
 
 REPO = Path(__file__).resolve().parents[3]

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ndpdimm.cosim.bench.gemv import bench_header
+from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 

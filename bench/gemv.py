@@ -22,32 +22,19 @@ import json
 import os
 import platform
 import random
-import subprocess
 import time
 from pathlib import Path
 
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.provenance import git_commit
 from ndpdimm.cosim.rtl.gemv import run_jobs
-from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, peak_macs_per_cycle
-from ndpdimm.hw.memory.dram import load_dram_config, peak_bandwidth_bytes_per_s
+from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
+from ndpdimm.hw.memory.dram import DIMM_DRAM_BYTES_PER_CYCLE
 
-__all__ = ["run_bench", "bench_header", "git_commit", "DIMM_DRAM_BYTES_PER_CYCLE"]
+__all__ = ["run_bench", "bench_header"]
 
-#: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,
-#: derived from the DRAM configuration (hw/configs/ddr4-3200.toml).
-DIMM_DRAM_BYTES_PER_CYCLE = round(peak_bandwidth_bytes_per_s(*load_dram_config()) / NDP_CLOCK_HZ, 6)
 BATCHES = (1, 2, 4, 8, 16)
-
-
-def git_commit():
-    """HEAD of the checkout this code runs from (None outside one)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def bench_header(benchmark: str, command: str) -> dict:

@@ -1,1 +1,0 @@
-"""ndpdimm.cosim.bench."""

@@ -1,0 +1,152 @@
+"""The import graph of the installed package keeps the layering the docs promise.
+
+Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
+
+* ``ndpdimm.hw`` (the RTL) imports nothing of ours but ``ndpdimm.hw``;
+* ``ndpdimm.cosim`` (golden model, RTL harness, performance model, DRAM and link
+  models) imports ``hw`` and itself;
+* ``ndpdimm.synth`` imports ``hw`` and ``cosim`` (the Verilog elaboration helpers);
+* ``ndpdimm.sw.driver`` (the host driver) imports ``hw`` and ``cosim`` (the backends);
+* the rest of ``ndpdimm.sw`` (scenarios, sweeps, real-layer runs) reaches ``cosim``
+  only through the driver, the backend interface ``cosim.backend`` (``CoreConfig``,
+  ``Completion``) and the golden model ``cosim.golden`` it checks results against:
+  never a backend class (``cosim.model.backend``, ``cosim.rtl.harness``) or anything
+  else below the driver;
+* the entry points at the top, the command line ``ndpdimm.sw.cli`` and the benchmark
+  suites ``ndpdimm.bench``, may import anything.
+
+Every import counts, including the lazy ones inside functions. The few deliberate
+exceptions are listed in ``EXCEPTIONS`` with their reason.
+"""
+
+import ast
+import importlib
+import importlib.util
+import pkgutil
+
+import pytest
+
+TOPS = ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth", "ndpdimm.sw", "ndpdimm.bench")
+ANY = ("ndpdimm",)
+
+#: (module prefix, import prefixes it may use); the longest matching prefix applies
+RULES = (
+    ("ndpdimm.hw", ("ndpdimm.hw",)),
+    ("ndpdimm.cosim", ("ndpdimm.hw", "ndpdimm.cosim")),
+    ("ndpdimm.synth", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth")),
+    ("ndpdimm.sw.driver", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.sw.driver")),
+    ("ndpdimm.sw", ("ndpdimm.hw", "ndpdimm.sw", "ndpdimm.cosim.backend", "ndpdimm.cosim.golden")),
+    ("ndpdimm.sw.cli", ANY),
+    ("ndpdimm.bench", ANY),
+)
+
+#: (importing module, imported prefix): why the rule does not apply
+EXCEPTIONS = {
+    ("ndpdimm.sw.layer.engine_demo", "ndpdimm.cosim.gemv"):
+        "the engine-level demo (`ndpdimm demo --real-layer`) drives the GEMV datapath RTL "
+        "under cocotb, below the driver: it describes its jobs as GEMV stream traffic",
+    ("ndpdimm.sw.layer.engine_demo", "ndpdimm.cosim.rtl.gemv"):
+        "the engine-level demo runs its jobs on the GEMV datapath RTL under cocotb",
+    ("ndpdimm.sw.sweep.regress", "ndpdimm.cosim.rtl.build"):
+        "the sharded RTL regression gives its pytest workers the Verilator environment",
+}
+
+
+def rule_for(module: str) -> tuple:
+    best = max((p for p, _ in RULES if module == p or module.startswith(p + ".")), key=len)
+    return dict(RULES)[best]
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list:
+    """Every ``ndpdimm`` module or name a source imports, relative imports resolved."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                target = base + ("." + node.module if node.module else "")
+            else:
+                target = node.module or ""
+            found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return [(line, name) for line, name in found if name.startswith("ndpdimm.")]
+
+
+def _allowed(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def violations(sources: dict) -> list:
+    """``[(module, line, imported name)]`` breaking the rules, for ``{module: (source, is_package)}``."""
+    bad = []
+    for module, (source, is_package) in sorted(sources.items()):
+        allowed = rule_for(module)
+        for line, name in imports_of(source, module, is_package):
+            if _allowed(name, allowed):
+                continue
+            if any(m == module and _allowed(name, (p,)) for m, p in EXCEPTIONS):
+                continue
+            bad.append((module, line, name))
+    return bad
+
+
+def installed_sources() -> dict:
+    """``{module: (source, is_package)}`` of every module of the installed package."""
+    sources = {}
+    for top in TOPS:
+        pkg = importlib.import_module(top)
+        spec = importlib.util.find_spec(top)
+        sources[top] = (open(spec.origin).read(), True)
+        for info in pkgutil.walk_packages(pkg.__path__, top + "."):
+            spec = importlib.util.find_spec(info.name)
+            sources[info.name] = (open(spec.origin).read(), info.ispkg)
+    return sources
+
+
+def test_package_keeps_its_layers():
+    sources = installed_sources()
+    assert len(sources) > 100, f"only {len(sources)} modules found: is the package installed?"
+    bad = violations(sources)
+    assert not bad, "imports that break the layering:\n" + "\n".join(
+        f"  {m}:{line} imports {name} (allowed: {', '.join(rule_for(m))})" for m, line, name in bad)
+
+
+def test_exceptions_are_still_needed():
+    """An exception nobody uses any more is removed, so the list stays the truth."""
+    sources = installed_sources()
+    for module, prefix in EXCEPTIONS:
+        assert module in sources, f"exception for a module that does not exist: {module}"
+        source, is_package = sources[module]
+        names = [n for _, n in imports_of(source, module, is_package)]
+        assert any(_allowed(n, (prefix,)) for n in names), f"{module} no longer imports {prefix}"
+
+
+@pytest.mark.parametrize("module, source", [
+    ("ndpdimm.hw.gemv.engine", "from ndpdimm.cosim.golden import numerics"),
+    ("ndpdimm.hw.gemv.engine", "def f():\n    from ndpdimm.sw.driver.dimm import Dimm"),
+    ("ndpdimm.cosim.rtl.harness", "import ndpdimm.sw.cli"),
+    ("ndpdimm.cosim.golden.core", "from ...sw.driver import dimm"),
+    ("ndpdimm.synth.flow", "from ndpdimm.sw.scenarios import catalog"),
+    ("ndpdimm.sw.scenarios.hermes.costs", "from ndpdimm.cosim.model.backend import ModelBackend"),
+    ("ndpdimm.sw.scenarios.trimoe.costs", "from ndpdimm.cosim.rtl.harness import RtlBackend"),
+    ("ndpdimm.sw.scenarios.rapid.perf", "from ndpdimm.bench import speed"),
+    ("ndpdimm.sw.driver.dimm", "from ndpdimm.sw.scenarios.catalog import load_model"),
+])
+def test_checker_catches_a_wrong_import(module, source):
+    assert violations({module: (source, False)}), f"{source!r} in {module} was not caught"
+
+
+@pytest.mark.parametrize("module, source", [
+    ("ndpdimm.hw.gemv.engine", "from ..formats import Dtype"),
+    ("ndpdimm.cosim.golden.core", "from ndpdimm.hw.formats import Dtype"),
+    ("ndpdimm.sw.scenarios.hermes.costs", "from ndpdimm.cosim.backend import CoreConfig"),
+    ("ndpdimm.sw.scenarios.hermes.costs", "from ndpdimm.sw.driver.dimm import Dimm"),
+    ("ndpdimm.sw.driver.dimm", "from ndpdimm.cosim.model.backend import ModelBackend"),
+    ("ndpdimm.sw.cli", "from ndpdimm.synth import command"),
+])
+def test_checker_accepts_a_right_import(module, source):
+    assert not violations({module: (source, False)})
