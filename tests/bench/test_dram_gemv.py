@@ -14,7 +14,7 @@ import pytest
 from ndpdimm.bench.dram_gemv import _balance, _cost, bench_points, load_points
 from ndpdimm.sw.cli import main
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_default_points_are_the_issue_set():
