@@ -151,7 +151,7 @@ def _parser():
     h = sub.add_parser("hermes", help="Hermes scenario: dense LLM decode on one GPU + NDP-DIMMs "
                                       "with activation sparsity, against its baselines")
     h.add_argument("--model", default="llama2-70b",
-                   help="model name from sw/configs/models or a TOML file (default llama2-70b)")
+                   help="model name from sw/configs/models, a TOML file, or a Hugging Face config.json (or its folder: OPT, LLaMA, Mistral, Falcon) (default llama2-70b)")
     h.add_argument("--hardware", default="hermes", help="hardware name or TOML file (default hermes)")
     h.add_argument("--batch", type=_positive, default=1, help="sequences per decode step, 1..16")
     h.add_argument("--dimms", type=_positive, default=None, help="NDP-DIMMs (default: the hardware file's)")
@@ -183,7 +183,7 @@ def _parser():
                                       "NDP-DIMMs (hot/warm/cold experts), against GPU only, "
                                       "GPU+CPU and GPU+NDP")
     t.add_argument("--model", default="deepseek-v2",
-                   help="MoE model from sw/configs/moe_models or a TOML file (default deepseek-v2)")
+                   help="MoE model from sw/configs/moe_models, a TOML file, or a Hugging Face config.json (or its folder: Mixtral, Qwen-MoE, DeepSeek-V2/V3) (default deepseek-v2)")
     t.add_argument("--hardware", default="h100-amx",
                    help="hardware from sw/configs/trimoe_hardware or a TOML file (default h100-amx)")
     t.add_argument("--batch", type=_positive, default=512, help="tokens per step (default 512)")

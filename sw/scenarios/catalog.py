@@ -14,15 +14,25 @@ unknown or mistyped key raises :class:`CatalogError` naming the file and the
 key, before anything runs. ``load_model`` / ``load_hardware`` take a built-in
 name (``list_models()`` / ``list_hardware()``) or a path to a TOML file of the
 same form.
+
+``load_model`` also takes a Hugging Face ``config.json`` (the file, or a folder holding
+one), read offline with ``transformers.AutoConfig``: :func:`model_from_hf_config` maps the
+OPT, LLaMA / Mistral and Falcon families onto :class:`ModelShape` the way the built-in files
+were written from those configs (the source is the file, the nominal parameter count the one
+the shapes imply, since a config states none). An architecture it cannot map, or a config
+missing a field the mapping needs, raises :class:`CatalogError` naming the file and the
+field.
 """
 
 import dataclasses
+import json
+import os
 import tomllib
 from pathlib import Path
 
 __all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie", "Host", "NdpDimms", "Hardware",
            "load_model", "load_hardware", "list_models", "list_hardware", "PARAM_TOLERANCE",
-           "CONFIG_DIR"]
+           "CONFIG_DIR", "is_hf_config", "read_hf_config", "hf_field", "model_from_hf_config"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 #: Largest relative difference between a model file's nominal parameter count and its shapes'.
@@ -205,6 +215,8 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
     """A model's shapes (built-in name under ``CONFIG_DIR / folder`` or TOML path);
     :class:`CatalogError` on a bad file. ``folder`` keeps each scenario's model list its own
     (``models``: Hermes; ``serving_models``: RAPID)."""
+    if is_hf_config(name_or_path):
+        return model_from_hf_config(name_or_path)
     path, doc = _read(folder, name_or_path, what="model")
     m = ModelShape(**_fields(ModelShape, doc, str(path)))
     if m.mlp not in _MLP_KINDS:
@@ -216,6 +228,104 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
                            f"and heads of kv_heads ({m.kv_heads})")
     check_params(path, m.params, m.nominal_params_b)
     return m
+
+
+def is_hf_config(name_or_path) -> bool:
+    """Whether a model argument names a Hugging Face config: a ``.json`` file or a folder with
+    a ``config.json``."""
+    path = Path(name_or_path)
+    return path.suffix == ".json" or (path.is_dir() and (path / "config.json").is_file())
+
+
+def read_hf_config(name_or_path) -> tuple:
+    """``(path of config.json, transformers config, the file's own keys)`` of a file or folder,
+    read offline. The keys matter because transformers fills a missing field with its
+    library default, which is not the model's: :func:`hf_field` reads only what the file sets."""
+    path = Path(name_or_path)
+    path = path / "config.json" if path.is_dir() else path
+    if not path.is_file():
+        raise CatalogError(f"{path}: no such file")
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CatalogError(f"{path}: not a valid JSON config: {e}") from None
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{path}: not a valid JSON config: the top level is not an object")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")           # never reach for the hub
+    from transformers import AutoConfig
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (ValueError, KeyError, OSError) as e:
+        raise CatalogError(f"{path}: transformers cannot read it: {e}") from None
+    aliases = getattr(config, "attribute_map", {})
+    return path, config, set(raw) | {aliases.get(k, k) for k in raw}
+
+
+def hf_field(path, config, keys, *names, default=None, required=True):
+    """The value of the first of ``names`` the file sets (``keys``: its keys, aliases
+    resolved), as transformers reads it; else ``default``; :class:`CatalogError` naming the
+    file and the field when the file sets none of them and there is no default."""
+    for n in names:
+        if n in keys and getattr(config, n, None) is not None:
+            return getattr(config, n)
+    if default is not None or not required:
+        return default
+    raise CatalogError(f"{path}: {config.model_type} config has no {' / '.join(names)}, "
+                       f"which the shapes need")
+
+
+#: model_type -> (MLP kind, learned positions) of the dense families :func:`model_from_hf_config` maps
+_DENSE_FAMILIES = {"opt": ("plain", True), "llama": ("gated", False), "mistral": ("gated", False),
+                   "falcon": ("plain", False)}
+_HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                   "silu": "silu", "swish": "silu"}
+
+
+def model_from_hf_config(name_or_path) -> ModelShape:
+    """A dense model's shapes from its Hugging Face ``config.json`` (file or folder)."""
+    path, c, keys = read_hf_config(name_or_path)
+    kind = c.model_type
+    if kind not in _DENSE_FAMILIES:
+        raise CatalogError(f"{path}: model_type {kind!r} is not a dense family this catalogue maps "
+                           f"(it maps {', '.join(sorted(_DENSE_FAMILIES))}; MoE models go to TriMoE)")
+    mlp, learned = _DENSE_FAMILIES[kind]
+    f = lambda *names, **kw: hf_field(path, c, keys, *names, **kw)
+    hidden, heads = f("hidden_size"), f("num_attention_heads", "n_head")
+    if kind == "falcon":
+        if f("alibi", default=False):
+            raise CatalogError(f"{path}: falcon with alibi positions is not mapped")
+        new = f("new_decoder_architecture", default=False)
+        kv = f("num_kv_heads", "n_head_kv") if new else (1 if f("multi_query", default=True) else heads)
+        ffn = f("ffn_hidden_size", default=4 * hidden)
+        act = f("activation", default="gelu")
+    elif kind == "opt":
+        if f("word_embed_proj_dim", default=hidden) != hidden:
+            raise CatalogError(f"{path}: word_embed_proj_dim ({c.word_embed_proj_dim}) differs from "
+                               f"hidden_size ({hidden}): projected embeddings are not mapped")
+        kv, ffn, act = heads, f("ffn_dim"), f("activation_function")
+    else:
+        kv, ffn, act = f("num_key_value_heads", default=heads), f("intermediate_size"), f("hidden_act")
+    head_dim = f("head_dim", required=False)
+    if head_dim is not None and head_dim * heads != hidden:
+        raise CatalogError(f"{path}: head_dim ({head_dim}) x num_attention_heads ({heads}) is not "
+                           f"hidden_size ({hidden}): such attention is not mapped")
+    if act not in _HF_ACTIVATIONS:
+        raise CatalogError(f"{path}: activation {act!r} is not one of {', '.join(_HF_ACTIVATIONS)}")
+    shape = dict(name=path.parent.name if path.name == "config.json" else path.stem, source=str(path),
+                 nominal_params_b=0.0, hidden=hidden, layers=f("num_hidden_layers", "n_layer"), heads=heads,
+                 kv_heads=kv, ffn=ffn, vocab=f("vocab_size"),
+                 max_positions=f("max_position_embeddings", default=2048), learned_positions=learned,
+                 mlp=mlp, activation=_HF_ACTIVATIONS[act],
+                 # a flag, not a shape: unset, the model ties as its transformers class does
+                 tied_embeddings=bool(c.tie_word_embeddings))
+    for k in ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab"):
+        if not isinstance(shape[k], int) or shape[k] <= 0:
+            raise CatalogError(f"{path}: {k} must be a positive integer, got {shape[k]!r}")
+    if hidden % heads or heads % kv:
+        raise CatalogError(f"{path}: hidden ({hidden}) must be a multiple of heads ({heads}) "
+                           f"and heads of kv_heads ({kv})")
+    m = ModelShape(**shape)
+    return dataclasses.replace(m, nominal_params_b=round(m.params / 1e9, 3))
 
 
 def check_params(path, params: int, nominal_b: float) -> None:

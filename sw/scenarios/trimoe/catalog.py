@@ -16,6 +16,13 @@ peak on an expert with ``t`` tokens (:meth:`TriMoeGpu.efficiency_at`, :meth:`Amx
 The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog`, whose readers this module reuses: every
 key required, no other accepted, a missing, unknown or mistyped key or an impossible value
 raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
+
+``load_moe_model`` also takes a Hugging Face ``config.json`` (the file or its folder), read
+offline: :func:`moe_model_from_hf_config` maps the Mixtral, Qwen-MoE (``qwen2_moe``,
+``qwen3_moe``) and DeepSeek-V2/V3 families the way the built-in files were written from those
+configs (attention parameters from the projections' widths, MLA's low-rank ones for DeepSeek);
+the nominal count is the one the shapes imply. Anything it cannot map raises ``CatalogError``
+naming the file and the field.
 """
 
 import dataclasses
@@ -29,10 +36,13 @@ from ndpdimm.sw.scenarios.catalog import (
     _read,
     _tables,
     check_params,
+    hf_field,
+    is_hf_config,
+    read_hf_config,
 )
 
 __all__ = ["MoeShape", "TriMoeGpu", "AmxCpu", "TriMoeNdp", "TriMoeHardware", "load_moe_model",
-           "list_moe_models", "load_trimoe_hardware", "list_trimoe_hardware", "CatalogError"]
+           "moe_model_from_hf_config", "list_moe_models", "load_trimoe_hardware", "list_trimoe_hardware", "CatalogError"]
 
 _MODELS, _HARDWARE = "moe_models", "trimoe_hardware"
 
@@ -165,9 +175,72 @@ def list_trimoe_hardware() -> list:
 
 def load_moe_model(name_or_path) -> MoeShape:
     """An MoE model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
+    if is_hf_config(name_or_path):
+        return moe_model_from_hf_config(name_or_path)
     path, doc = _read(_MODELS, name_or_path, what="MoE model")
     m = MoeShape(**_fields(MoeShape, doc, str(path),
                            may_be_zero=("dense_layers", "dense_ffn", "shared_experts")))
+    _check_moe(path, m)
+    check_params(path, m.params, m.nominal_params_b)
+    return m
+
+
+_MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+
+
+def moe_model_from_hf_config(name_or_path) -> MoeShape:
+    """An MoE model's shapes from its Hugging Face ``config.json`` (file or folder)."""
+    path, c, keys = read_hf_config(name_or_path)
+    kind = c.model_type
+    if kind not in _MOE_FAMILIES:
+        raise CatalogError(f"{path}: model_type {kind!r} is not an MoE family this catalogue maps "
+                           f"(it maps {', '.join(_MOE_FAMILIES)}; dense models go to Hermes)")
+    f = lambda *names, **kw: hf_field(path, c, keys, *names, **kw)
+    hidden, layers, heads = f("hidden_size"), f("num_hidden_layers"), f("num_attention_heads")
+    kv = f("num_key_value_heads", default=heads)
+    if kind.startswith("deepseek"):
+        if f("moe_layer_freq", default=1) != 1:
+            raise CatalogError(f"{path}: moe_layer_freq {c.moe_layer_freq} is not mapped (only 1)")
+        dense_layers = f("first_k_dense_replace", default=0)
+        dense_ffn = f("intermediate_size") if dense_layers else 0
+        experts, shared = f("n_routed_experts"), f("n_shared_experts", default=0)
+        expert_ffn = f("moe_intermediate_size")
+        nope, rope, v_dim = f("qk_nope_head_dim"), f("qk_rope_head_dim"), f("v_head_dim")
+        kv_rank, q_rank = f("kv_lora_rank"), f("q_lora_rank", required=False)
+        q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        attention = (q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim)
+                     + heads * v_dim * hidden)
+    else:
+        if kind == "mixtral":
+            experts, expert_ffn, shared = f("num_local_experts"), f("intermediate_size"), 0
+        else:
+            experts, expert_ffn = f("num_experts"), f("moe_intermediate_size")
+            if f("decoder_sparse_step", default=1) != 1 or list(f("mlp_only_layers", default=[])):
+                raise CatalogError(f"{path}: decoder_sparse_step / mlp_only_layers other than every "
+                                   f"layer MoE are not mapped")
+            # Qwen2-MoE's one shared expert is k routed experts wide: as weights and FLOPs it is
+            # k shared experts of the routed width (their outputs add)
+            width = f("shared_expert_intermediate_size", default=0) if kind == "qwen2_moe" else 0
+            if width % expert_ffn:
+                raise CatalogError(f"{path}: shared_expert_intermediate_size ({width}) is not a "
+                                   f"multiple of moe_intermediate_size ({expert_ffn})")
+            shared = width // expert_ffn
+        dense_layers, dense_ffn = 0, 0
+        head_dim = f("head_dim", default=hidden // heads)
+        attention = 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim
+    m = MoeShape(name=path.parent.name if path.name == "config.json" else path.stem,
+                 source=str(path), nominal_params_b=0.0, hidden=hidden, layers=layers,
+                 dense_layers=dense_layers, dense_ffn=dense_ffn, experts=experts,
+                 top_k=f("num_experts_per_tok"), shared_experts=shared, expert_ffn=expert_ffn,
+                 heads=heads, kv_heads=kv, attention_params_per_layer=attention,
+                 vocab=f("vocab_size"),
+                 tied_embeddings=bool(c.tie_word_embeddings))   # unset: its class's default
+    _check_moe(path, m)
+    return dataclasses.replace(m, nominal_params_b=round(m.params / 1e9, 3))
+
+
+def _check_moe(path, m: MoeShape) -> None:
+    """:class:`CatalogError` for shapes no MoE model can have."""
     if m.top_k > m.experts:
         raise CatalogError(f"{path}: top_k ({m.top_k}) must not exceed experts ({m.experts})")
     if m.dense_layers >= m.layers:
@@ -179,8 +252,6 @@ def load_moe_model(name_or_path) -> MoeShape:
     if m.heads % m.kv_heads:
         raise CatalogError(f"{path}: heads ({m.heads}) must be a multiple of kv_heads "
                            f"({m.kv_heads})")
-    check_params(path, m.params, m.nominal_params_b)
-    return m
 
 
 _SECTIONS = {"gpu": TriMoeGpu, "pcie": Pcie, "cpu": AmxCpu, "ndp": TriMoeNdp}
