@@ -310,6 +310,34 @@ def test_activation_descriptors_go_to_the_sequencer():
     assert comps[0]["code"] == Status.SRAM_RANGE
 
 
+@pytest.mark.parametrize("to_dram", [0, 1])
+def test_dma_window_edges(to_dram):
+    """The protection window at its edges, both directions: a transfer whose first byte is the
+    base, or whose last byte is just below the limit, runs; one burst below the base, one burst
+    past the limit, starting at the limit, or wrapping around the address space is rejected
+    with nothing started. (The SRAM side of a DMA is the DMA engine's check: its own tests.)"""
+    cases = [
+        (dma(to_dram=to_dram, dram=WIN[0], n_bytes=256), Status.OK),                 # at the base
+        (dma(to_dram=to_dram, dram=WIN[1] - 256, n_bytes=256), Status.OK),           # to the limit
+        (dma(to_dram=to_dram, dram=WIN[0] - 64, n_bytes=256), Status.DRAM_RANGE),    # a burst below
+        (dma(to_dram=to_dram, dram=WIN[1] - 192, n_bytes=256), Status.DRAM_RANGE),   # a burst past
+        (dma(to_dram=to_dram, dram=WIN[1], n_bytes=64), Status.DRAM_RANGE),          # at the limit
+        (dma(to_dram=to_dram, dram=CAP - 64, n_bytes=256), Status.DRAM_RANGE),       # wraps around
+    ]
+    comps, seen, _ = run([d for d, _ in cases])
+    assert [c["code"] for c in comps] == [code for _, code in cases]
+    assert [(int(d.to_dram), int(d.dram_addr), int(d.n_bytes)) for d in seen["dma"]] == \
+        [(to_dram, WIN[0], 256), (to_dram, WIN[1] - 256, 256)]
+
+
+def test_gemv_weights_fit_the_window_exactly_or_not_at_all():
+    """A GEMV whose weights end exactly at the window's limit runs; one burst further is refused."""
+    bursts = 20 * 3                   # 20 stored rows of 70 FP16 (140 B), each padded to 3 bursts
+    comps, seen, _ = run([gemv(w_base=WIN[1] - 64 * bursts), gemv(w_base=WIN[1] - 64 * (bursts - 1))])
+    assert [c["code"] for c in comps] == [Status.OK, Status.DRAM_RANGE]
+    assert len(seen["streamer"]) == 1 and int(seen["streamer"][0].base) == WIN[1] - 64 * bursts
+
+
 def test_empty_window_rejects_every_dram_access():
     comps, seen, _ = run([gemv(), dma()], window=(0, 0))
     assert [c["code"] for c in comps] == [Status.DRAM_RANGE, Status.DRAM_RANGE]
