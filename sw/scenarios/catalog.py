@@ -32,7 +32,8 @@ from pathlib import Path
 
 __all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie", "Host", "NdpDimms", "Hardware",
            "load_model", "load_hardware", "list_models", "list_hardware", "PARAM_TOLERANCE",
-           "CONFIG_DIR", "is_hf_config", "read_hf_config", "hf_field", "model_from_hf_config"]
+           "CONFIG_DIR", "is_hf_config", "HfConfig", "read_hf_config", "with_implied_params",
+           "model_from_hf_config"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 #: Largest relative difference between a model file's nominal parameter count and its shapes'.
@@ -237,10 +238,39 @@ def is_hf_config(name_or_path) -> bool:
     return path.suffix == ".json" or (path.is_dir() and (path / "config.json").is_file())
 
 
-def read_hf_config(name_or_path) -> tuple:
-    """``(path of config.json, transformers config, the file's own keys)`` of a file or folder,
-    read offline. The keys matter because transformers fills a missing field with its
-    library default, which is not the model's: :func:`hf_field` reads only what the file sets."""
+@dataclasses.dataclass(frozen=True)
+class HfConfig:
+    """A Hugging Face ``config.json`` as transformers reads it, with the keys the file itself
+    sets (aliases resolved): transformers fills a missing field with its library default,
+    which is not the model's, so :meth:`field` reads only what the file sets."""
+    path: Path
+    config: object
+    keys: frozenset
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model_type
+
+    @property
+    def name(self) -> str:
+        """The model's name: its folder's for ``.../NAME/config.json``, else the file's stem."""
+        return self.path.parent.name if self.path.name == "config.json" else self.path.stem
+
+    def field(self, *names: str, default=None, required: bool = True):
+        """The value of the first of ``names`` the file sets; else ``default``;
+        :class:`CatalogError` naming the file and the field when the file sets none of them
+        and there is no default."""
+        for n in names:
+            if n in self.keys and getattr(self.config, n, None) is not None:
+                return getattr(self.config, n)
+        if default is not None or not required:
+            return default
+        raise CatalogError(f"{self.path}: {self.model_type} config has no {' / '.join(names)}, "
+                           f"which the shapes need")
+
+
+def read_hf_config(name_or_path) -> HfConfig:
+    """The config of a ``config.json`` file or of the folder holding one, read offline."""
     path = Path(name_or_path)
     path = path / "config.json" if path.is_dir() else path
     if not path.is_file():
@@ -258,20 +288,13 @@ def read_hf_config(name_or_path) -> tuple:
     except (ValueError, KeyError, OSError) as e:
         raise CatalogError(f"{path}: transformers cannot read it: {e}") from None
     aliases = getattr(config, "attribute_map", {})
-    return path, config, set(raw) | {aliases.get(k, k) for k in raw}
+    return HfConfig(path, config, frozenset(raw) | {aliases.get(k, k) for k in raw})
 
 
-def hf_field(path, config, keys, *names, default=None, required=True):
-    """The value of the first of ``names`` the file sets (``keys``: its keys, aliases
-    resolved), as transformers reads it; else ``default``; :class:`CatalogError` naming the
-    file and the field when the file sets none of them and there is no default."""
-    for n in names:
-        if n in keys and getattr(config, n, None) is not None:
-            return getattr(config, n)
-    if default is not None or not required:
-        return default
-    raise CatalogError(f"{path}: {config.model_type} config has no {' / '.join(names)}, "
-                       f"which the shapes need")
+def with_implied_params(shape):
+    """``shape`` (a model dataclass with ``params``) with its nominal count the one its shapes
+    imply: a config states none."""
+    return dataclasses.replace(shape, nominal_params_b=round(shape.params / 1e9, 3))
 
 
 #: model_type -> (MLP kind, learned positions) of the dense families :func:`model_from_hf_config` maps
@@ -283,13 +306,12 @@ _HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pyt
 
 def model_from_hf_config(name_or_path) -> ModelShape:
     """A dense model's shapes from its Hugging Face ``config.json`` (file or folder)."""
-    path, c, keys = read_hf_config(name_or_path)
-    kind = c.model_type
+    hf = read_hf_config(name_or_path)
+    path, c, f, kind = hf.path, hf.config, hf.field, hf.model_type
     if kind not in _DENSE_FAMILIES:
         raise CatalogError(f"{path}: model_type {kind!r} is not a dense family this catalogue maps "
                            f"(it maps {', '.join(sorted(_DENSE_FAMILIES))}; MoE models go to TriMoE)")
     mlp, learned = _DENSE_FAMILIES[kind]
-    f = lambda *names, **kw: hf_field(path, c, keys, *names, **kw)
     hidden, heads = f("hidden_size"), f("num_attention_heads", "n_head")
     if kind == "falcon":
         if f("alibi", default=False):
@@ -311,7 +333,7 @@ def model_from_hf_config(name_or_path) -> ModelShape:
                            f"hidden_size ({hidden}): such attention is not mapped")
     if act not in _HF_ACTIVATIONS:
         raise CatalogError(f"{path}: activation {act!r} is not one of {', '.join(_HF_ACTIVATIONS)}")
-    shape = dict(name=path.parent.name if path.name == "config.json" else path.stem, source=str(path),
+    shape = dict(name=hf.name, source=str(path),
                  nominal_params_b=0.0, hidden=hidden, layers=f("num_hidden_layers", "n_layer"), heads=heads,
                  kv_heads=kv, ffn=ffn, vocab=f("vocab_size"),
                  max_positions=f("max_position_embeddings", default=2048), learned_positions=learned,
@@ -324,8 +346,7 @@ def model_from_hf_config(name_or_path) -> ModelShape:
     if hidden % heads or heads % kv:
         raise CatalogError(f"{path}: hidden ({hidden}) must be a multiple of heads ({heads}) "
                            f"and heads of kv_heads ({kv})")
-    m = ModelShape(**shape)
-    return dataclasses.replace(m, nominal_params_b=round(m.params / 1e9, 3))
+    return with_implied_params(ModelShape(**shape))
 
 
 def check_params(path, params: int, nominal_b: float) -> None:

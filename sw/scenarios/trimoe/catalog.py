@@ -36,9 +36,9 @@ from ndpdimm.sw.scenarios.catalog import (
     _read,
     _tables,
     check_params,
-    hf_field,
     is_hf_config,
     read_hf_config,
+    with_implied_params,
 )
 
 __all__ = ["MoeShape", "TriMoeGpu", "AmxCpu", "TriMoeNdp", "TriMoeHardware", "load_moe_model",
@@ -190,12 +190,11 @@ _MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v
 
 def moe_model_from_hf_config(name_or_path) -> MoeShape:
     """An MoE model's shapes from its Hugging Face ``config.json`` (file or folder)."""
-    path, c, keys = read_hf_config(name_or_path)
-    kind = c.model_type
+    hf = read_hf_config(name_or_path)
+    path, c, f, kind = hf.path, hf.config, hf.field, hf.model_type
     if kind not in _MOE_FAMILIES:
         raise CatalogError(f"{path}: model_type {kind!r} is not an MoE family this catalogue maps "
                            f"(it maps {', '.join(_MOE_FAMILIES)}; dense models go to Hermes)")
-    f = lambda *names, **kw: hf_field(path, c, keys, *names, **kw)
     hidden, layers, heads = f("hidden_size"), f("num_hidden_layers"), f("num_attention_heads")
     kv = f("num_key_value_heads", default=heads)
     if kind.startswith("deepseek"):
@@ -228,15 +227,14 @@ def moe_model_from_hf_config(name_or_path) -> MoeShape:
         dense_layers, dense_ffn = 0, 0
         head_dim = f("head_dim", default=hidden // heads)
         attention = 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim
-    m = MoeShape(name=path.parent.name if path.name == "config.json" else path.stem,
-                 source=str(path), nominal_params_b=0.0, hidden=hidden, layers=layers,
+    m = MoeShape(name=hf.name, source=str(path), nominal_params_b=0.0, hidden=hidden, layers=layers,
                  dense_layers=dense_layers, dense_ffn=dense_ffn, experts=experts,
                  top_k=f("num_experts_per_tok"), shared_experts=shared, expert_ffn=expert_ffn,
                  heads=heads, kv_heads=kv, attention_params_per_layer=attention,
                  vocab=f("vocab_size"),
                  tied_embeddings=bool(c.tie_word_embeddings))   # unset: its class's default
     _check_moe(path, m)
-    return dataclasses.replace(m, nominal_params_b=round(m.params / 1e9, 3))
+    return with_implied_params(m)
 
 
 def _check_moe(path, m: MoeShape) -> None:
