@@ -383,6 +383,42 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
     return report
 
 
+#: The fuzzer's configuration in ``make test`` / ``make sim`` (the harness tests' small core).
+FUZZ_CONFIG = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
+
+
+def measure_fuzz(count: int, seed: int, config: CoreConfig = FUZZ_CONFIG) -> dict:
+    """The descriptor fuzzer on the harness (``cosim/fuzz/harness.py``): ``count`` descriptors,
+    every check on; descriptors/s by the wall clock (build excluded), the codes drawn."""
+    from ndpdimm.cosim.fuzz.harness import run_fuzz
+    from ndpdimm.cosim.rtl.harness import RtlBackend
+
+    def progress(done, total):
+        print(f"\r[bench_fuzz] {done}/{total} descriptors", end="", file=sys.stderr, flush=True)
+
+    with RtlBackend(config) as backend:
+        r = run_fuzz(backend, config, count, seed, progress=progress)
+    print(file=sys.stderr)
+    return {"config": config.as_dict(), "seed": seed, "fuzz_descriptors": r["descriptors"],
+            "descriptors_run_incl_checks": r["descriptors_run"], "mismatches": 0,
+            "wall_seconds": r["seconds"], "descriptors_per_second": r["per_second"],
+            "ndp_cycles": r["ndp_cycles"], "codes": r["codes"], "stats": r["stats"]}
+
+
+def run_fuzz_bench(count: int = 100_000, seed: int = 1, out=None) -> dict:
+    """Measure the fuzzer and record it as the ``fuzz`` section of the cosim JSON ``out``
+    (the rest of that file is kept: it has its own provenance, this section has its own)."""
+    command = " ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else \
+        f"python -c 'from ndpdimm.bench.speed import run_fuzz_bench; run_fuzz_bench({count}, {seed})'"
+    section = {**bench_header("fuzz", command), **measure_fuzz(count, seed)}
+    if out:
+        out = Path(out)
+        report = json.loads(out.read_text()) if out.exists() else {**bench_header("cosim", command)}
+        report["fuzz"] = section
+        _write(report, out)
+    return section
+
+
 def _write(report, out):
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,9 @@ the functional reference of the core), ``gemv/`` (GEMV jobs, their stream traffi
 test cases), ``rtl/`` (Verilator build, the C++ fast harness = the RTL backend, cocotb
 benches), ``model/`` (the calibrated performance model = the model backend, and its
 calibration), ``dram/`` (the DRAM model with its timing checker, Python and C++),
-``link/`` (DIMM-Link models), ``amaranth_sim/`` (helpers for Amaranth-simulator tests).
+``link/`` (DIMM-Link models), ``fuzz/`` (the descriptor fuzzer: its drawing half shared with
+the cocotb benches, and its run on the fast harness), ``amaranth_sim/`` (helpers for
+Amaranth-simulator tests).
 
 May import: ``ndpdimm.hw`` and ``ndpdimm.cosim``; nothing of ``sw``, ``synth`` or ``bench``.
 """

@@ -92,12 +92,13 @@ def _parser():
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
-    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "dimm_link", "hermes",
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "fuzz", "dimm_link", "hermes",
                                        "trimoe", "rapid", "sweep", "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
-                        "(bench/speed.py); dimm_link: link goodput, latency and goodput "
+                        "(bench/speed.py); fuzz: the descriptor fuzzer on the harness, descriptors/s, into "
+                        "cosim.json's fuzz section; dimm_link: link goodput, latency and goodput "
                         "under bit errors (bench/link.py); hermes: tokens/s of every system "
                         "for every model (sw/scenarios/hermes/bench.py); trimoe: MoE layer latency of every "
                         "system per model and batch, scheduler time (sw/scenarios/trimoe/bench.py); rapid: "
@@ -119,7 +120,19 @@ def _parser():
     b.add_argument("--points-file", default=None,
                    help="dram_gemv: JSON list of points to run instead of the default set "
                         "(see bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
+    b.add_argument("--fuzz-count", type=_positive, default=100_000,
+                   help="fuzz: descriptors fuzzed (default 100000)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
+
+    f = sub.add_parser("fuzz", help="fuzz descriptors on the RTL harness: every completion code, "
+                                    "result and memory image checked against the core's reference")
+    f.add_argument("--count", type=_positive, default=10_000, help="descriptors (default 10000)")
+    f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    f.add_argument("--units", type=_positive, default=8, help="GEMV units (default 8)")
+    f.add_argument("--max-batch", type=_positive, default=4, help="largest batch (default 4)")
+    f.add_argument("--sram-size", type=_positive, default=16384, help="SRAM bytes (default 16384)")
+    f.add_argument("--sram-banks", type=_positive, default=4, help="SRAM banks (default 4)")
+    f.add_argument("--json", default=None, metavar="FILE", help="also write the counts as JSON")
 
     r = sub.add_parser("run-layer", help="run one real all-MiniLM-L6-v2 MLP layer or attention step "
                                          "through the host driver on a chosen backend; prints the "
@@ -292,6 +305,39 @@ def _parser():
     return p
 
 
+def _fuzz(args) -> int:
+    """``ndpdimm fuzz``: 0 when every check passed, 1 with the failing check (and its seed)."""
+    import json
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from ndpdimm.cosim.backend import CoreConfig
+    from ndpdimm.cosim.fuzz.harness import run_fuzz
+    from ndpdimm.cosim.rtl.harness import RtlBackend
+    config = CoreConfig(n_units=args.units, max_batch=args.max_batch, sram_size=args.sram_size,
+                        sram_banks=args.sram_banks)
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise ValueError(f"--json {args.json!r}: its folder does not exist")
+    with RtlBackend(config) as backend:
+        bar = tqdm(total=args.count, unit="desc", desc=f"fuzz seed {args.seed}")
+        try:
+            result = run_fuzz(backend, config, args.count, args.seed,
+                              progress=lambda done, total: bar.update(done - bar.n))
+        except AssertionError as e:
+            bar.close()
+            print(f"ndpdimm fuzz: FAILED: {e}", file=sys.stderr)
+            return 1
+        bar.close()
+    print(f"{result['descriptors']} fuzzed descriptors (seed {args.seed}): every check passed; "
+          f"{result['per_second']:.0f} descriptors/s, {result['ndp_cycles']} NDP cycles")
+    print("codes: " + ", ".join(f"{k} {v}" for k, v in sorted(result["codes"].items())))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"config": config.as_dict(), **result}, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
@@ -315,6 +361,9 @@ def main(argv=None):
                 units = (args.units,) if args.units else (256, 16)
                 run_cosim_bench(units=units, build_options=args.build_options,
                                 out=f"{args.out_dir}/cosim.json")
+            if args.suite in ("fuzz", "all"):
+                from ndpdimm.bench.speed import run_fuzz_bench
+                run_fuzz_bench(args.fuzz_count, out=f"{args.out_dir}/cosim.json")
             if args.suite in ("dimm_link", "all"):
                 from ndpdimm.bench.link import run_link_bench
                 run_link_bench(out=f"{args.out_dir}/dimm_link.json", jobs=args.jobs or 2)
@@ -337,6 +386,8 @@ def main(argv=None):
                                         ("jobs", args.jobs), ("points_file", args.points_file))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
+        elif args.command == "fuzz":
+            return _fuzz(args)
         elif args.command == "run-layer":
             from ndpdimm.sw.layer.model import DEFAULT_SENTENCE
             from ndpdimm.sw.layer.run import run_layer

@@ -58,7 +58,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ndpdimm.cosim.backend import Backend, Completion, CoreConfig, check_word
+from ndpdimm.cosim.backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
 from ndpdimm.cosim.dram import native
 from ndpdimm.cosim.rtl.build import (
     _SRC_ATTRIBUTE,
@@ -499,6 +499,7 @@ def _load(path: Path):
             "ndph_run": (I32, [P, I32, I64]),
             "ndph_run_cycles": (I32, [P, I64]),
             "ndph_csr": (I32, [P, I32, ctypes.c_uint32, I32, U64, ctypes.POINTER(U64), I64]),
+            "ndph_csr_reads": (I32, [P, I32, ctypes.POINTER(ctypes.c_uint32), I32, ctypes.POINTER(U64), I64]),
             "ndph_completions": (I64, [P, I32, ctypes.POINTER(I64), I64]),
             "ndph_pending": (I64, [P, I32]),
             "ndph_host_access": (I32, [P, I32, I32, I64, ctypes.POINTER(ctypes.c_uint8), I64]),
@@ -698,6 +699,16 @@ class RtlBackend(Backend):
         self._check(self._lib.ndph_csr(self._h, self._core_index, r.offset, 0, 0, ctypes.byref(out),
                                        ACCESS_TIMEOUT_CYCLES))
         return out.value
+
+    def counters(self) -> dict[str, int]:
+        """The :data:`COUNTER_REGISTERS` by name, read in one harness call (the reads queue back
+        to back on the CSR port, as a host would issue them)."""
+        n = len(COUNTER_REGISTERS)
+        addrs = (ctypes.c_uint32 * n)(*(register(name).offset for name in COUNTER_REGISTERS))
+        out = (ctypes.c_uint64 * n)()
+        self._check(self._lib.ndph_csr_reads(self._h, self._core_index, addrs, n, out,
+                                             n * ACCESS_TIMEOUT_CYCLES))
+        return dict(zip(COUNTER_REGISTERS, list(out)))
 
     def submit(self, words: Iterable[int]) -> None:
         words = [check_word(w) for w in words]

@@ -38,6 +38,7 @@ import torch
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.fuzz.plan import WINDOW
 from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
@@ -62,7 +63,6 @@ from ndpdimm.hw.registers import register
 
 __all__ = ["NdpCoreTB", "stage_gemv"]
 
-WINDOW = (1 << 20, 1 << 26)
 W_BASE = 1 << 21
 STAGE_X, STAGE_IDX, STAGE_Y = 1 << 23, (1 << 23) + (1 << 20), (1 << 23) + (2 << 20)
 SRAM_IDX, SRAM_X, SRAM_Y = 0, 4096, 8192

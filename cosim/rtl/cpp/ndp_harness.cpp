@@ -135,7 +135,7 @@ constexpr int kBurst = 64;
 constexpr int kBurstWords = kBurst / 4;
 
 struct CsrOp {
-    enum Kind { USER, DESC, CQ_HEAD, CQ_CYCLES, CQ_BYTES, CQ_POP } kind;
+    enum Kind { USER, USER_BATCH, DESC, CQ_HEAD, CQ_CYCLES, CQ_BYTES, CQ_POP } kind;
     uint32_t addr;
     bool write;
     uint64_t data;
@@ -188,6 +188,8 @@ struct Core {
     CsrOp csr_current{};
     bool user_done = false;
     uint64_t user_value = 0;
+    std::vector<uint64_t> batch_values;   // ndph_csr_reads: values of the reads done so far
+    size_t batch_expected = 0;
     // descriptors
     std::deque<std::vector<uint64_t>> desc_pending;   // 4 x 64-bit words each
     int64_t pushed = 0, collected = 0;
@@ -478,6 +480,10 @@ void csr_enqueue_collect(Core& k) {
 int32_t csr_finished(ndph* h, Core& k, const CsrOp& op, uint64_t value) {
     switch (op.kind) {
     case CsrOp::USER: k.user_done = true; k.user_value = value; break;
+    case CsrOp::USER_BATCH:
+        k.batch_values.push_back(value);
+        if (k.batch_values.size() == k.batch_expected) k.user_done = true;
+        break;
     case CsrOp::DESC: break;
     case CsrOp::CQ_HEAD:
         if (!(value & 1))
@@ -883,6 +889,24 @@ int32_t ndph_csr(ndph* h, int32_t core, uint32_t addr, int32_t write, uint64_t d
         return fail(h, NDPH_PROTOCOL, where(*k) + "CSR access to " + std::to_string(addr) +
                     " did not complete in " + std::to_string(max_cycles) + " cycles");
     if (out) *out = k->user_value;
+    return st;
+}
+
+/// Reads of `n` registers of `core` in one call, queued back to back on the CSR port (one
+/// request outstanding at a time, as every host access); runs until the last one answered.
+int32_t ndph_csr_reads(ndph* h, int32_t core, const uint32_t* addrs, int32_t n, uint64_t* out,
+                       int64_t max_cycles) {
+    Core* k = core_of(h, core);
+    if (!k || n < 1) return NDPH_VALUE_ERROR;
+    k->user_done = false;
+    k->batch_values.clear();
+    k->batch_expected = size_t(n);
+    for (int32_t i = 0; i < n; ++i) k->csr_queue.push_back(CsrOp{CsrOp::USER_BATCH, addrs[i], false, 0});
+    int32_t st = run_until(h, max_cycles, [k] { return k->user_done; });
+    if (st == NDPH_MAX_CYCLES)
+        return fail(h, NDPH_PROTOCOL, where(*k) + std::to_string(n) + " CSR reads did not complete in " +
+                    std::to_string(max_cycles) + " cycles");
+    for (int32_t i = 0; i < n; ++i) out[i] = k->batch_values[size_t(i)];
     return st;
 }
 
