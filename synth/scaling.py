@@ -44,9 +44,11 @@ names only as a labelled lower bound.
   only as a lower bound. (Earlier reports called it Stillmaker & Baas' factor;
   their table gives 0.059.)
 
-A macro generator would replace the SRAM density model: OpenRAM (PyPI
-``openram``) generates FreePDK45 macros here, but it has no 7 nm technology,
-so the 7 nm SRAM factor stays a density model (``docs/synth.md``).
+A macro generator does not replace the SRAM density model: OpenRAM (PyPI
+``openram``, in a venv of its own with numpy < 2) generates FreePDK45 macros
+on these machines, but it has no 7 nm technology, so the 7 nm SRAM factor
+stays a density model; what its FreePDK45 macros say about the 45 nm model is
+in ``docs/synth.md`` (7 nm estimate).
 
 Delay is not scaled here: the report gives the 45 nm path estimate and the
 speed-up a 7 nm node would need for 1 GHz (``docs/synth.md``).
