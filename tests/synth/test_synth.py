@@ -14,7 +14,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.synth import blocks, liberty, report, sram_macro
+from ndpdimm.synth import blocks, liberty, report, scaling, sram_macro
 from ndpdimm.synth.flow import compose, synthesize
 from ndpdimm.synth.liberty import LibertyNotFound, load_library
 from ndpdimm.synth.sram_macro import MemoryMacro, macro_area_um2
@@ -42,7 +42,9 @@ def test_multiplier_unit_report_row(mul_run, lib):
     assert row["total_mm2"] > 0 and row["logic_area_um2"] > 0
     assert row["sram_area_um2"] == 0 and row["macros"] == 0
     assert row["transistors"] > 0 and row["depth"] > 0 and row["path_ns_45"] > 0
-    assert math.isclose(row["total_mm2_7nm"], row["total_mm2"] * (7 / 45) ** 2)
+    assert math.isclose(row["total_mm2_7nm"], row["logic_mm2"] * scaling.LOGIC.value
+                        + row["sram_mm2"] * scaling.SRAM.value)
+    assert math.isclose(row["total_mm2_7nm_lower_bound"], row["total_mm2"] * (7 / 45) ** 2)
 
 
 def test_logic_area_is_cell_counts_times_liberty_areas(mul_run, lib):
