@@ -162,10 +162,13 @@ def clear_cache(log=print) -> int:
     if not (root / TAG_NAME).exists():
         raise CacheDirError(f"{root} (chosen by {_root_variable()}) has no {TAG_NAME}: ndpdimm did "
                             "not create it, so it is not cleared; remove its build folders yourself")
+    log(f"clearing the build cache in {root}")
     freed = 0
     for kind, (path, override) in kind_dirs().items():
         if override:
             log(f"  {kind}: not cleared, it lives in {path} (${override})")
+            continue
+        if not path.exists():
             continue
         n = tree_bytes(path)
         shutil.rmtree(path, ignore_errors=True)

@@ -452,7 +452,6 @@ def main(argv=None):
             if args.path:
                 print(cache.cache_root())
             elif args.clear:
-                print(f"clearing the build cache in {cache.cache_root()}")
                 print(f"freed {cache.format_bytes(cache.clear_cache())}")
             else:
                 print(cache.cache_report())
