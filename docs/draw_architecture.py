@@ -181,7 +181,7 @@ def host(ax):
     arrow(ax, 91, 59, 87, 59, dashed=True)
     arrow(ax, 91, 33, 87, 33, dashed=True)
 
-    box(ax, 3, 2, 56, 10, "Amaranth RTL", "hw/", "Verilog, built with Verilator (cached under build/rtl/)",
+    box(ax, 3, 2, 56, 10, "Amaranth RTL", "hw/", "Verilog, built with Verilator (cached in ~/.cache/ndpdimm)",
         color=HW)
     arrow(ax, 23, 12, 23, 17)
     box(ax, 65, 2, 44, 10, "Synthesis", "synth/",

@@ -26,6 +26,8 @@ Subcommands:
   ``--scheduler tcp://HOST:PORT``), cached per point (``sw/sweep/run.py``, ``sw/sweep/jobs.py``)
 * ``ndpdimm regress``   the RTL regression sharded over a Dask cluster, one merged pass/fail
   report (``sw/sweep/regress.py``; ``make sim SCHEDULER=tcp://HOST:PORT``)
+* ``ndpdimm cache``     the shared build cache: its root and size per kind, ``--path``, ``--clear``
+  (``cosim/cache.py``)
 
 Bad arguments exit with status 2 and a one-line reason before any simulation starts.
 """
@@ -297,6 +299,13 @@ def _parser():
     g.add_argument("--out-dir", default="build/regress",
                    help="report.json and report.md (default build/regress)")
 
+    k = sub.add_parser("cache", help="the shared build cache (Verilator, harness, native, synth, "
+                                     "calibration runs): its root and size per kind")
+    k_what = k.add_mutually_exclusive_group()
+    k_what.add_argument("--path", action="store_true", help="print only the cache root")
+    k_what.add_argument("--clear", action="store_true",
+                        help="remove every kind's folder under the root (only a root ndpdimm created)")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -489,6 +498,14 @@ def main(argv=None):
                                     scheduler=args.scheduler, workers=args.workers,
                                     out_dir=args.out_dir, timeout=args.timeout)
             return 0 if report["passed"] else 1
+        elif args.command == "cache":
+            from ndpdimm.cosim import cache
+            if args.path:
+                print(cache.cache_root())
+            elif args.clear:
+                print(f"freed {cache.format_bytes(cache.clear_cache())}")
+            else:
+                print(cache.cache_report())
         elif args.command == "verilog":
             from ndpdimm.hw.gemv.engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

@@ -21,7 +21,7 @@ hierarchy is kept, so the cells are those of a stand-alone run); a block
 synthesized alone (``ndpdimm synth gemv_engine``) gets its own run.
 
 Elaborating the 256-unit core takes minutes in Amaranth, so Verilog is cached
-in ``build/synth/verilog/`` by a hash of the ``hw/`` sources and the factories,
+in ``<cache>/synth/verilog/`` (the shared cache root, ``cosim/cache.py``) by a hash of the ``hw/`` sources and the factories,
 the factory, its parameters and the Amaranth version.
 """
 

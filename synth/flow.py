@@ -24,9 +24,9 @@ techmap, ABC and ``dfflibmap`` and no memory bit turns into a flip-flop;
 the density model.
 
 Yosys (WebAssembly) sees only the current directory tree by relative paths:
-each run lives in ``build/synth/runs/<label>-<flat|hierNNN>-<hash>/`` and yowasp
-runs with ``build/synth`` as its working directory, the Liberty copied to
-``build/synth/liberty/`` (not ``lib/``: yowasp mounts its own there). ABC
+each run lives in ``<cache>/synth/runs/<label>-<flat|hierNNN>-<hash>/`` (``<cache>``: the
+shared cache root of ``cosim/cache.py``) and yowasp runs with ``<cache>/synth`` as its working
+directory, the Liberty copied to ``<cache>/synth/liberty/`` (not ``lib/``: yowasp mounts its own there). ABC
 prints nothing here, so ``-l`` keeps a log and the statistics come from
 ``tee -o`` files.
 
@@ -82,8 +82,8 @@ class YosysError(RuntimeError):
 
 
 def synth_root() -> Path:
-    """``<repo>/build/synth`` (``./build/synth`` outside a checkout)."""
-    from ndpdimm.cosim.rtl.build import build_cache_dir
+    """``<cache root>/synth``: the shared build cache of ``cosim/cache.py``."""
+    from ndpdimm.cosim.cache import build_cache_dir
     return build_cache_dir("synth")
 
 

@@ -29,8 +29,8 @@ classes raise ``ValueError`` instead of computing.
 Build and cache. :func:`build_library` compiles ``dram_model.cpp`` and
 ``dram_model_capi.cpp`` with ``$CXX`` (default ``g++``) and :data:`CXX_FLAGS`
 (``-std=c++17 -O2 -shared -fPIC -Wall -Wextra``) into
-``build/native/<hash16>/libndpdram.so`` (``$NDPDIMM_NATIVE_BUILD_ROOT`` replaces
-``build/native``), where the hash covers the source texts, the flags and the
+``<cache>/native/<hash16>/libndpdram.so`` under the shared cache root of
+``cosim/cache.py`` (``$NDPDIMM_NATIVE_BUILD_ROOT`` replaces ``<cache>/native``), where the hash covers the source texts, the flags and the
 compiler's ``--version``. The sources compiled are copied into
 ``<hash16>/src/`` with the compiler's output in ``build.log``. A library that
 exists is reused; a missing one is built under a per-hash file lock (the helper
@@ -49,6 +49,7 @@ import time
 import weakref
 from pathlib import Path
 
+from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir
 from ndpdimm.cosim.dram import model as _py
 from ndpdimm.cosim.dram.model import (
     COMMANDS,
@@ -57,7 +58,7 @@ from ndpdimm.cosim.dram.model import (
     check_org_timing,
     check_store_args,
 )
-from ndpdimm.cosim.rtl.build import _file_lock, build_cache_dir
+from ndpdimm.cosim.rtl.build import _file_lock
 from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 
 __all__ = ["SOURCE_DIR", "SOURCES", "CXX_FLAGS", "LIB_NAME", "BUILD_ROOT_ENV",
@@ -70,8 +71,8 @@ SOURCE_DIR = Path(__file__).resolve().parent / "cpp"
 SOURCES = ("dram_model.h", "dram_model.cpp", "dram_model_capi.cpp")
 CXX_FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra")
 LIB_NAME = "libndpdram.so"
-#: Environment variable overriding the default build root (``<repo>/build/native``).
-BUILD_ROOT_ENV = "NDPDIMM_NATIVE_BUILD_ROOT"
+#: Environment variable overriding the default build root (``<cache root>/native``).
+BUILD_ROOT_ENV = OVERRIDES["native"]
 #: Must equal NDPDRAM_ABI_VERSION in dram_model.h.
 ABI_VERSION = 1
 
@@ -87,9 +88,7 @@ _is_int = _py._is_int
 # --- build ------------------------------------------------------------------
 
 def default_build_root() -> Path:
-    """``$NDPDIMM_NATIVE_BUILD_ROOT``, else ``<repo>/build/native``."""
-    if os.environ.get(BUILD_ROOT_ENV):
-        return Path(os.environ[BUILD_ROOT_ENV]).resolve()
+    """``$NDPDIMM_NATIVE_BUILD_ROOT``, else ``<cache root>/native`` (``cosim/cache.py``)."""
     return build_cache_dir("native")
 
 

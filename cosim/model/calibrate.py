@@ -36,7 +36,9 @@ The procedure (``docs/perf_model.md`` has the rationale and the measured figures
    configuration, git commit, date, command, parameters, every point with its
    RTL and model cycles and counters, the error summary and the speeds.
 
-``--refit FILE`` redoes steps 3-5 from the points stored in a file (no RTL).
+``--refit FILE`` redoes steps 3-5 from the points stored in a file (no RTL): the RTL runs
+of step 2 are kept in ``<cache>/calibration/<config key>.rtl.json`` under the shared cache
+root (``cosim/cache.py``) before the fit.
 Entry points for the CLI: :func:`add_arguments` and :func:`run`; :func:`main`
 is the stand-alone equivalent.
 """
@@ -54,6 +56,7 @@ from pathlib import Path
 
 from ndpdimm.cosim.arguments import positive_int
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.cache import build_cache_dir
 from ndpdimm.cosim.model.perf import (
     COUNTER_NAMES,
     FITTED,
@@ -922,8 +925,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         n_cal = len(sets["calibration"])
         cal, held, seq_recs = recs[:n_cal], recs[n_cal:len(pts)], recs[len(pts):]
         # the RTL runs are the expensive part: keep them before fitting (``--refit`` reads this)
-        raw = REPO / "build" / "calibration" / f"{config_key(config)}.rtl.json"
-        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw = build_cache_dir("calibration") / f"{config_key(config)}.rtl.json"
         raw.write_text(json.dumps({
             "config": config.as_dict(), "config_key": config_key(config), "extras": extras,
             "points": [{**r, "set": s} for s, rs in (("calibration", cal), ("held_out", held))

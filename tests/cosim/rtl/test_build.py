@@ -1,6 +1,6 @@
 """The Amaranth -> Verilator -> cocotb flow of ``ndpdimm.cosim.rtl.build`` on a tiny counter.
 
-The smoke build (~15 s the first time) lands in the shared ``build/rtl`` cache,
+The smoke build (~15 s the first time) lands in the shared build cache (``<cache>/rtl``, ``cosim/cache.py``),
 so later runs and other xdist workers reuse it.
 """
 

@@ -1,6 +1,6 @@
 """The fast RTL harness (``cosim/rtl/harness.py`` + ``cosim/rtl/cpp/ndp_harness.cpp``) at the backend level.
 
-One small core is built once for the module (cached in ``build/harness``); the memory
+One small core is built once for the module (cached in ``<cache>/harness``, ``cosim/cache.py``); the memory
 map is that of the cocotb full-chip bench (``cosim/rtl/benches/core.py``). The
 tests drive it exactly as the driver does - descriptor words in, completions
 out - and check results bit for bit against the golden model, the DRAM
