@@ -1,8 +1,9 @@
 """Verification and co-simulation: everything that checks or runs the RTL, and the models beside it.
 
 At the top: ``backend`` (the interface between the host driver and one simulated
-DIMM: ``Backend``, ``CoreConfig``, ``Completion``) and ``arguments`` (shared
-command-line value types). By part: ``golden/`` (the bit-exact torch golden model and
+DIMM: ``Backend``, ``CoreConfig``, ``Completion``), ``arguments`` (shared
+command-line value types) and ``timeline`` (the Chrome-trace/Perfetto JSON writer of every
+``--timeline``; ``sw`` may import it). By part: ``golden/`` (the bit-exact torch golden model and
 the functional reference of the core), ``gemv/`` (GEMV jobs, their stream traffic and
 test cases), ``rtl/`` (Verilator build, the C++ fast harness = the RTL backend, cocotb
 benches), ``model/`` (the calibrated performance model = the model backend, and its

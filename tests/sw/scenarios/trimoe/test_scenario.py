@@ -228,3 +228,37 @@ def test_bad_link_ber(tmp_path):
         with pytest.raises(ValueError, match="link_ber"):
             TriMoeConfig(link_ber=v)
     assert main(["trimoe", "--link-ber", "2", "--out-dir", str(tmp_path)]) == 2
+
+
+def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path):
+    """--timeline: one process per system; every device track holds its tasks one after
+    another, the layer slices are the reported latencies, the steps add the migration stalls."""
+    from ndpdimm.cosim.timeline import Timeline, read_timeline
+    from ndpdimm.sw.scenarios.trimoe.scenario import _dimm_track
+    tl = Timeline()
+    r = run_trimoe(_cfg(small_model), costs=small_costs, timeline=tl)
+    f = read_timeline(tl.write(tmp_path / "trimoe.json"))
+    assert f.metadata["sample_layers"] == 2 and f.metadata["moe_layers"] == SMALL["layers"]
+    dimms = load_trimoe_hardware().ndp.dimms
+    for system, res in r["systems"].items():
+        p = f"TriMoE {system}"
+        names = set(f.track_names(p))
+        assert {"step", "MoE layer", "GPU"} <= names
+        assert ("CPU (AMX)" in names) == (system in ("gpu_cpu", "trimoe"))
+        assert ({_dimm_track(j) for j in range(dimms)} <= names) == (system in ("gpu_ndp", "trimoe"))
+        for track in names - {"DIMM-Link"}:
+            assert not f.overlaps(p, track), (system, track, f.overlaps(p, track)[:1])
+        layers = f.tracks[(p, "MoE layer")]
+        assert len(layers) == 6 * 2
+        assert sum(s[1] for s in layers) / len(layers) / 1e3 == pytest.approx(res["moe_layer_latency_ms"])
+        # every device's tasks end within their layer
+        for s0, d0, _, a in layers:
+            for track in names - {"step", "MoE layer", "DIMM-Link", "PCIe prefetch"}:
+                inside = [s for s in f.tracks[(p, track)] if s0 - 1e-6 <= s[0] < s0 + d0 - 1e-6]
+                assert all(s[0] + s[1] <= s0 + d0 + 1e-6 for s in inside), (system, track)
+        steps = f.tracks[(p, "step")]
+        extra = sum(v for k, v in res["migration_seconds"].items() if k != "relayout_in_task")
+        assert sum(s[1] for s in steps) == pytest.approx((sum(s[1] for s in layers) + extra * 1e6))
+        execs = sum(1 for t in names if t.startswith(("GPU", "CPU", "DIMM "))
+                    for s in f.tracks[(p, t)] if s[3]["expert"] >= 0)
+        assert execs == sum(res["executions"].values())
