@@ -258,7 +258,7 @@ def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path)
                 assert all(s[0] + s[1] <= s0 + d0 + 1e-6 for s in inside), (system, track)
         steps = f.tracks[(p, "step")]
         extra = sum(v for k, v in res["migration_seconds"].items() if k != "relayout_in_task")
-        assert sum(s[1] for s in steps) == pytest.approx((sum(s[1] for s in layers) + extra * 1e6))
+        assert sum(s[1] for s in steps) == pytest.approx(sum(s[1] for s in layers) + extra * 1e6)
         execs = sum(1 for t in names if t.startswith(("GPU", "CPU", "DIMM "))
                     for s in f.tracks[(p, t)] if s[3]["expert"] >= 0)
         assert execs == sum(res["executions"].values())
