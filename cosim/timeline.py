@@ -1,15 +1,14 @@
 """Timelines in the Chrome trace / Perfetto JSON format: one writer for every producer.
 
 A :class:`Timeline` collects *slices* (a device busy from a start for a duration, with
-arguments), *counters* (a value over time: a queue depth, a power cap) and *instants* on
-named tracks, and writes them as the JSON object format that https://ui.perfetto.dev and
+arguments) on named tracks and *counters* (values over time: a queue depth, a power cap), and writes them as the JSON object format that https://ui.perfetto.dev and
 ``chrome://tracing`` open::
 
     {"traceEvents": [...], "displayTimeUnit": "ns", "metadata": {...}}
 
 Events: ``"M"`` metadata events name every process (``process_name``) and track
 (``thread_name``, ordered by ``thread_sort_index``); ``"X"`` complete events are the slices
-(``ts`` and ``dur`` in microseconds, floats); ``"C"`` counter events; ``"i"`` instants.
+(``ts`` and ``dur`` in microseconds, floats); ``"C"`` counter events.
 
 Producers give times in their own unit (``unit_s``: seconds per unit; 1.0 for the scenarios'
 seconds, 1e-9 for NDP cycles at 1 GHz) and the writer converts. A track is *exclusive*
@@ -59,7 +58,7 @@ class _Track:
 
 
 class Timeline:
-    """Slices, counters and instants on named tracks; see the module docstring.
+    """Slices and counters on named tracks; see the module docstring.
 
     ``unit_s``: seconds per time unit of every ``start`` / ``dur`` / ``ts`` given;
     ``metadata``: JSON-able facts about the run (written under ``"metadata"``).
@@ -73,7 +72,6 @@ class Timeline:
         self._tracks = {}          # (process, name) -> _Track
         self._processes = []       # process names in order of first use
         self._counters = []        # (process, name, ts_us, {series: value})
-        self._instants = []        # (process, track, name, ts_us, args)
 
     # ---- recording -------------------------------------------------------------------------
     def track(self, process: str, name: str, *, exclusive: bool = True) -> "_Track":
@@ -107,12 +105,6 @@ class Timeline:
         self._counters.append((process, name, ts * self.unit_us,
                                {k: float(v) for k, v in values.items()}))
 
-    def instant(self, process: str, track: str, name: str, ts: float,
-                args: dict | None = None) -> None:
-        """A moment on ``track`` (a role-switch command, a power command)."""
-        self.track(process, track, exclusive=False)
-        self._instants.append((process, track, name, ts * self.unit_us, dict(args or {})))
-
     # ---- output ----------------------------------------------------------------------------
     def events(self) -> list[dict]:
         """The ``traceEvents`` list; raises :class:`TimelineOverlap` if an exclusive track's
@@ -123,14 +115,12 @@ class Timeline:
         out += [{"ph": "M", "pid": pid[p], "tid": 0, "ts": 0, "name": "process_sort_index",
                  "args": {"sort_index": pid[p]}} for p in self._processes]
         tid = {p: 1 for p in self._processes}
-        lane_of = {}               # (process, track, lane) -> tid
         for t in sorted(self._tracks.values(), key=lambda t: t.order):
             lanes = self._lanes(t)
             for k, lane in enumerate(lanes):
                 name = t.name if k == 0 else f"{t.name} #{k + 1}"
                 n = tid[t.process]
                 tid[t.process] += 1
-                lane_of[(t.process, t.name, k)] = n
                 out.append({"ph": "M", "pid": pid[t.process], "tid": n, "ts": 0,
                             "name": "thread_name", "args": {"name": name}})
                 out.append({"ph": "M", "pid": pid[t.process], "tid": n, "ts": 0,
@@ -139,8 +129,6 @@ class Timeline:
                          "name": nm, "args": a} for s, d, nm, a in lane]
         out += [{"ph": "C", "pid": pid[p], "tid": 0, "ts": ts, "name": name, "args": v}
                 for p, name, ts, v in self._counters]
-        out += [{"ph": "i", "s": "t", "pid": pid[p], "tid": lane_of[(p, tr, 0)], "ts": ts,
-                 "name": name, "args": a} for p, tr, name, ts, a in self._instants]
         return out
 
     @staticmethod
