@@ -583,3 +583,21 @@ def test_descriptor_timeline(name, request, tmp_path):
             assert end == pytest.approx(c.done_cycle)
     with pytest.raises(ValueError, match="make it with Dimm"):
         Dimm(request.getfixturevalue(f"{name}_backend")).write_timeline(tmp_path / "none.json")
+
+
+def test_system_timeline_has_a_process_per_dimm(tmp_path):
+    """``NdpSystem(..., timeline=True).write_timeline``: each DIMM's split GEMV on its own
+    process, the GEMV slices lasting their completions' cycles."""
+    from ndpdimm.cosim.timeline import read_timeline
+    sys_ = NdpSystem(2, "model", CFG, timeline=True)
+    rng = random.Random(5)
+    split = sys_.store_weights_split(random_values((40, 32), Dtype.FP16, rng))
+    sys_.gemv_split(split, random_values((2, 32), Dtype.FP16, rng))
+    f = read_timeline(sys_.write_timeline(tmp_path / "system.json"))
+    for i, d in enumerate(sys_):
+        gemv = f.tracks[(f"DIMM {i} (model backend)", "GEMV engine")]
+        want = sorted(c.cycles for _, c in d.timeline_records if c.opcode == Opcode.GEMV)
+        assert want and sorted(round(s[1] * 1e3) for s in gemv) == want
+    sys_.close()
+    with pytest.raises(ValueError, match="make the system with timeline=True"):
+        NdpSystem(1, "model", CFG).write_timeline(tmp_path / "none.json")

@@ -130,10 +130,14 @@ def test_cli_runs_and_replays_a_trace(tmp_path, capsys):
     trace = synthetic_trace(4, 1, 13824, seed=3)
     path = trace.save(tmp_path / "t.npz")
     assert main(["hermes", "--model", "llama2-13b", "--tokens", "4", "--prompt", "32",
-                 "--sample-layers", "1", "--trace", str(path), "--out-dir", str(tmp_path)]) == 0
+                 "--sample-layers", "1", "--trace", str(path), "--out-dir", str(tmp_path),
+                 "--timeline", str(tmp_path / "timeline.json")]) == 0
     data = json.loads((tmp_path / "hermes.json").read_text())
     assert data["provenance"]["traces"] == "replayed"
     assert "Hermes (GPU + NDP-DIMMs)" in capsys.readouterr().out
+    from ndpdimm.cosim.timeline import read_timeline
+    f = read_timeline(tmp_path / "timeline.json")
+    assert len(f.tracks[("Hermes (GPU + NDP-DIMMs)", "decode step")]) == 4
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -157,11 +157,16 @@ def test_cli(tmp_path, small_model, capsys):
     out = tmp_path / "out"
     rc = main(["trimoe", "--model", small_model, "--steps", "2", "--profile-steps", "2",
                "--sample-layers", "1", "--batch", "64", "--units", "16", "--act-lanes", "16",
-               "--systems", "gpu_cpu,trimoe", "--out-dir", str(out)])
+               "--systems", "gpu_cpu,trimoe", "--out-dir", str(out),
+               "--timeline", str(tmp_path / "timeline.json")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "GPU + AMX CPU" in text and "TriMoE (GPU + CPU + NDP)" in text
     assert (out / "trimoe.json").exists() and (out / "trimoe_placement.png").exists()
+    from ndpdimm.cosim.timeline import read_timeline
+    f = read_timeline(tmp_path / "timeline.json")
+    assert {p for p, _ in f.tracks} == {"TriMoE gpu_cpu", "TriMoE trimoe"}
+    assert f.metadata["systems"] == ["gpu_cpu", "trimoe"] and f"wrote {tmp_path / 'timeline.json'}" in text
     assert main(["trimoe", "--systems", "gpu_only,tpu", "--out-dir", str(out)]) == 2
     assert main(["trimoe", "--model", "nope", "--out-dir", str(out)]) == 2
     assert "unknown MoE model 'nope'" in capsys.readouterr().err
