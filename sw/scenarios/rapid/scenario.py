@@ -253,6 +253,11 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
     ``timeline``: the run of ``timeline_system`` (default :func:`timeline_default`) is laid on
     it (``--timeline``, docs/rapid.md)."""
     t_start = time.perf_counter()
+    if timeline is not None:                       # before any simulation
+        timeline_system = timeline_system or timeline_default(cfg.mode)
+        if timeline_system not in systems_for(cfg.mode, cfg.ndp):
+            raise ValueError(f"--timeline-system {timeline_system!r} is not run by --mode "
+                             f"{cfg.mode}: one of {', '.join(systems_for(cfg.mode, cfg.ndp))}")
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
     if cfg.ndp_dimms is not None:
         node = dataclasses.replace(node, ndp=dataclasses.replace(node.ndp, dimms=cfg.ndp_dimms))
@@ -278,11 +283,6 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
     if log:
         log(f"[rapid] SLOs: TTFT {slo[0] * 1e3:.0f} ms, TPOT {slo[1] * 1e3:.0f} ms")
     systems = systems_for(cfg.mode, cfg.ndp)
-    if timeline is not None:
-        timeline_system = timeline_system or timeline_default(cfg.mode)
-        if timeline_system not in systems:
-            raise ValueError(f"--timeline-system {timeline_system!r} is not run by --mode "
-                             f"{cfg.mode}: one of {', '.join(systems)}")
     ndp_perf = attention = None
     if cfg.ndp:
         if log:

@@ -413,5 +413,5 @@ def test_timeline_of_a_controlled_run(tmp_path):
 def test_timeline_system_must_be_run(tmp_path):
     from ndpdimm.cosim.timeline import Timeline
     with pytest.raises(ValueError, match="--timeline-system 'dynamic' is not run by --mode static"):
-        run_rapid(RapidConfig(duration_s=5.0, mode="static", ttft_slo_s=1.0), timeline=Timeline(),
+        run_rapid(RapidConfig(duration_s=5.0, mode="static"), timeline=Timeline(),
                   timeline_system="dynamic")
