@@ -342,17 +342,18 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
             tally.counts["rebalance_moves"] += len(moves)
             tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
     if tally.timeline is not None and learn:
-        _lay_step_end(tally, s, step_start, before, prefetch_bytes / costs.pcie)
+        _lay_step_end(tally, s, step_start, before,
+                      min(prefetch_bytes / costs.pcie, max(0.0, step_time - pcie_busy)))
 
 
 def _lay_step_end(tally, s, step_start, before, prefetch_s):
-    """After the step's layers: the prefetch copies (from the step's start, beside its compute)
-    and the time charged beyond the layers, one after another as the summary adds it:
-    background relayouts back to striped and rebalancing moves (DIMM-Link), then the prefetch
-    beyond the PCIe's idle time."""
+    """After the step's layers: the prefetch copies that fit the PCIe's idle time of the step
+    (``prefetch_s``, from the step's start, beside its compute) and the time charged beyond the
+    layers, one after another as the summary adds it: background relayouts back to striped and
+    rebalancing moves (DIMM-Link), then the rest of the prefetch (the stall)."""
     tl, p = tally.timeline, tally.process
     delta = {k: tally.migration[k] - before[k] for k in before}
-    tl.slice(p, PREFETCH, "prefetch copies", step_start, prefetch_s, {"step": s})
+    tl.slice(p, PREFETCH, "prefetch copies (PCIe idle time)", step_start, prefetch_s, {"step": s})
     for key, track, name in (("relayout_back", LINK, "relayout back to striped"),
                              ("rebalance", LINK, "rebalance moves"),
                              ("prefetch_stall", PREFETCH, "prefetch stall")):

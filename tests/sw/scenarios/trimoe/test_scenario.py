@@ -267,3 +267,22 @@ def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path)
         execs = sum(1 for t in names if t.startswith(("GPU", "CPU", "DIMM "))
                     for s in f.tracks[(p, t)] if s[3]["expert"] >= 0)
         assert execs == sum(res["executions"].values())
+
+
+def test_timeline_step_end_splits_the_prefetch_at_the_idle_pcie_time():
+    """The copies that fit the PCIe's idle time lie inside the step, the rest (the stall) after
+    the step's layers and its link work: the prefetch track never overlaps, and the step is its
+    layers plus everything charged beyond them."""
+    from ndpdimm.cosim.timeline import Timeline
+    from ndpdimm.sw.scenarios.trimoe.scenario import PREFETCH, STEP, _lay_step_end, _Tally
+    tl = Timeline()
+    tally = _Tally(tl, "TriMoE test")
+    before = dict(tally.migration)
+    tally.clock = 10.0                                   # the step's layers: 0 .. 10 s
+    tally.migration.update(prefetch_stall=6.0, rebalance=1.0, relayout_back=0.5)
+    _lay_step_end(tally, 0, 0.0, before, prefetch_s=8.0)  # 8 s of idle PCIe, 14 s of copies
+    track = tl.track("TriMoE test", PREFETCH).slices
+    assert [(s[2], s[0] / 1e6, s[1] / 1e6) for s in track] == [
+        ("prefetch copies (PCIe idle time)", 0.0, 8.0), ("prefetch stall", 11.5, 6.0)]
+    assert tally.clock == 17.5 and tl.track("TriMoE test", STEP).slices[0][1] / 1e6 == 17.5
+    tl.events()                                          # no overlap on an exclusive track
