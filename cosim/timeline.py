@@ -21,7 +21,7 @@ of which then holds non-overlapping slices, as Perfetto needs.
 
 Used by the scenarios (``sw/scenarios/*/``, which may import this module: see
 ``tests/test_layering.py``) and by the host driver's descriptor timelines
-(``sw/driver/dimm.py``). Imports nothing of ours.
+(``sw/driver/timeline.py``). Imports nothing of ours.
 """
 
 import json
