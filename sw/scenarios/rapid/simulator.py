@@ -395,7 +395,9 @@ class ServingSim:
         for r in batch:
             r.prefill_gpu = g.gid
         g.batch = batch
-        g.work_args = {"requests": [r.rid for r in batch], "prompt_tokens": sum(r.inp for r in batch)}
+        if self.record:
+            g.work_args = {"requests": [r.rid for r in batch],
+                           "prompt_tokens": sum(r.inp for r in batch)}
         if g.role == "coalesced":
             g.kv_used += sum(r.kv_bytes for r in batch)
         self._start(g, "prefill", fixed, scalable, self._prefill_done)
@@ -513,7 +515,8 @@ class ServingSim:
             heapq.heappush(g.finish_heap, (g.step + r.out - 1 - r.generated, r.rid))
         g.pending = []
         b, c = len(g.running), g.ctx_sum
-        g.work_args = {"batch": b, "context_tokens": c, "iteration": g.step}
+        if self.record:
+            g.work_args = {"batch": b, "context_tokens": c, "iteration": g.step}
         ndecode = self._decode_gpus()
         fixed, scalable = self.perf.decode_parts(b, c, ndecode)
         if self.perf.ndp is not None:
