@@ -7,6 +7,6 @@ Dask), ``cli`` (the command line), ``result_files`` (JSON and PNG outputs), ``co
 (model and hardware TOML files with their sources).
 
 May import: ``ndpdimm.hw``; ``ndpdimm.cosim`` only through the driver (``sw.driver``),
-the backend interface (``cosim.backend``) and the golden model (``cosim.golden``),
-never a backend class; the CLI may import anything (``tests/test_layering.py``).
+the backend interface (``cosim.backend``), the golden model (``cosim.golden``) and the
+timeline writer (``cosim.timeline``), never a backend class; the CLI may import anything (``tests/test_layering.py``).
 """

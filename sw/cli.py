@@ -59,6 +59,19 @@ def _positive_float(text):
     return value
 
 
+def _timeline_argument(parser, what: str) -> None:
+    parser.add_argument("--timeline", default=None, metavar="FILE",
+                        help=f"also write {what} as a Chrome-trace/Perfetto JSON timeline "
+                             "(open it at https://ui.perfetto.dev); its folder must exist")
+
+
+def _check_timeline(args) -> None:
+    """A bad --timeline path is an error before the run starts (nothing is written)."""
+    if getattr(args, "timeline", None) is not None:
+        from ndpdimm.cosim.timeline import check_timeline_path
+        check_timeline_path(args.timeline)
+
+
 def _core_arguments(p):
     """The NDP core a scenario measures its kernels on, and on which backend."""
     p.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
@@ -152,6 +165,7 @@ def _parser():
     r.add_argument("--sentence", default=None, help="input sentence")
     r.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _timeline_argument(r, "every descriptor's start and end cycle per engine")
 
     from ndpdimm.cosim.model import calibrate
     c = sub.add_parser("calibrate", help="fit the performance model (model backend) to cycle counts "
@@ -193,6 +207,7 @@ def _parser():
                    help="comma-separated sweep values (default: batch 1..16, dimms 4,8,16, "
                         "units 32..512, hot_share 0..0.3)")
     h.add_argument("--out-dir", default="build/hermes", help="JSON and plots (default build/hermes)")
+    _timeline_argument(h, "the Hermes system's decode steps (GPU, PCIe, each DIMM, DIMM-Link)")
 
     t = sub.add_parser("trimoe", help="TriMoE scenario: MoE layers over a GPU, an AMX CPU and "
                                       "NDP-DIMMs (hot/warm/cold experts), against GPU only, "
@@ -223,6 +238,8 @@ def _parser():
                    help="run the reduced MoE with every NDP expert executed on --backend and "
                         "checked against the golden model and torch")
     t.add_argument("--out-dir", default="build/trimoe", help="JSON and plots (default build/trimoe)")
+    _timeline_argument(t, "every system's schedule per step and MoE layer (GPU, CPU, each "
+                          "DIMM, PCIe, DIMM-Link)")
 
     q = sub.add_parser("rapid", help="RAPID scenario: power-aware disaggregated prefill/decode "
                                      "LLM serving on an 8-GPU node under a power cap, with an "
@@ -266,6 +283,11 @@ def _parser():
     q.add_argument("--node", default="mi300x-node",
                    help="node from sw/configs/rapid or a TOML file (default mi300x-node)")
     q.add_argument("--out-dir", default="build/rapid", help="JSON and plots (default build/rapid)")
+    _timeline_argument(q, "one system's run (per GPU: batches, KV transfers, role switches; "
+                          "counters: power caps, queue depths)")
+    q.add_argument("--timeline-system", default=None, metavar="NAME",
+                   help="the system --timeline records (default: the mode's controlled system, "
+                        "static-4p4d for --mode static)")
 
     w = sub.add_parser("sweep", help="run a design-space sweep file (scenario or RTL job over a "
                                      "grid of parameters) on Dask distributed, cached per point")
@@ -350,6 +372,7 @@ def _fuzz(args) -> int:
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
+        _check_timeline(args)
         if args.command == "demo" and not args.real_layer:
             if args.threshold < 0:
                 raise ValueError(f"threshold must be >= 0, got {args.threshold}")
@@ -403,7 +426,7 @@ def main(argv=None):
             result = run_layer(backend=args.backend, layer=args.layer, units=args.units,
                                batch=args.batch, model_layer=args.model_layer, head=args.head,
                                sentence=args.sentence or DEFAULT_SENTENCE, json_out=args.json,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, timeline=args.timeline)
             if not result["bit_exact_vs_golden"]:
                 return 1
         elif args.command == "calibrate":
@@ -435,9 +458,11 @@ def main(argv=None):
                                cold_dtype="int8" if args.cold_int8 else "fp16",
                                seed=args.seed)
             hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
-                           trace_file=args.trace)
+                           trace_file=args.trace, timeline_file=args.timeline)
         elif args.command == "trimoe":
             if args.check:
+                if args.timeline:
+                    raise ValueError("--timeline records the scenario run, not --check")
                 from ndpdimm.sw.scenarios.trimoe.check import trimoe_check_command
                 result = trimoe_check_command(backend=args.backend, out_dir=args.out_dir,
                                               seed=args.seed)
@@ -453,7 +478,7 @@ def main(argv=None):
                                temporal_correlation=args.temporal_correlation, alpha=args.alpha,
                                theta_hot=args.theta_hot, systems=systems, seed=args.seed,
                                link_ber=args.link_ber)
-            trimoe_command(cfg, out_dir=args.out_dir)
+            trimoe_command(cfg, out_dir=args.out_dir, timeline_file=args.timeline)
         elif args.command == "rapid":
             from ndpdimm.sw.scenarios.rapid.report import rapid_command
             from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
@@ -467,7 +492,8 @@ def main(argv=None):
                               trace=args.trace, kv_path=args.kv_path, mode=args.mode,
                               ndp=not args.no_ndp, backend=args.backend, units=args.units,
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
-            rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
+            rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace,
+                          timeline_file=args.timeline, timeline_system=args.timeline_system)
         elif args.command == "sweep":
             from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
             from ndpdimm.sw.sweep.run import load_sweep, run_sweep

@@ -9,9 +9,10 @@ Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
 * ``ndpdimm.sw.driver`` (the host driver) imports ``hw`` and ``cosim`` (the backends);
 * the rest of ``ndpdimm.sw`` (scenarios, sweeps, real-layer runs) reaches ``cosim``
   only through the driver, the backend interface ``cosim.backend`` (``CoreConfig``,
-  ``Completion``) and the golden model ``cosim.golden`` it checks results against:
-  never a backend class (``cosim.model.backend``, ``cosim.rtl.harness``) or anything
-  else below the driver;
+  ``Completion``), the golden model ``cosim.golden`` it checks results against and the
+  timeline writer ``cosim.timeline`` (one Chrome-trace format for the scenarios' schedules
+  and the driver's descriptor timelines): never a backend class (``cosim.model.backend``,
+  ``cosim.rtl.harness``) or anything else below the driver;
 * the entry points at the top, the command line ``ndpdimm.sw.cli`` and the benchmark
   suites ``ndpdimm.bench``, may import anything.
 
@@ -35,7 +36,10 @@ RULES = (
     ("ndpdimm.cosim", ("ndpdimm.hw", "ndpdimm.cosim")),
     ("ndpdimm.synth", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth")),
     ("ndpdimm.sw.driver", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.sw.driver")),
-    ("ndpdimm.sw", ("ndpdimm.hw", "ndpdimm.sw", "ndpdimm.cosim.backend", "ndpdimm.cosim.golden")),
+    # cosim.timeline: the one Chrome-trace/Perfetto writer, shared by the scenarios' timelines
+    # and the driver's descriptor timelines (it imports nothing of ours)
+    ("ndpdimm.sw", ("ndpdimm.hw", "ndpdimm.sw", "ndpdimm.cosim.backend", "ndpdimm.cosim.golden",
+                    "ndpdimm.cosim.timeline")),
     ("ndpdimm.sw.cli", ANY),
     ("ndpdimm.bench", ANY),
 )
@@ -145,6 +149,7 @@ def test_checker_catches_a_wrong_import(module, source):
     ("ndpdimm.cosim.golden.core", "from ndpdimm.hw.formats import Dtype"),
     ("ndpdimm.sw.scenarios.hermes.costs", "from ndpdimm.cosim.backend import CoreConfig"),
     ("ndpdimm.sw.scenarios.hermes.costs", "from ndpdimm.sw.driver.dimm import Dimm"),
+    ("ndpdimm.sw.scenarios.rapid.simulator", "from ndpdimm.cosim.timeline import Timeline"),
     ("ndpdimm.sw.driver.dimm", "from ndpdimm.cosim.model.backend import ModelBackend"),
     ("ndpdimm.sw.cli", "from ndpdimm.synth import command"),
 ])

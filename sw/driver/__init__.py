@@ -7,7 +7,8 @@ completed with an error). Modules: ``dimm`` (``Dimm``, ``Descriptor``, ``RunStat
 while the core computes), ``kernels`` (``Kernels``, the compute
 operations ``Dimm`` inherits: ``store_weights``, ``gemv``, ``activation``, ``eltwise``,
 ``softmax``), ``buffers`` (``Buffer``, ``WeightBuffer``, the allocator, dtype tables and
-tensor helpers), ``system`` (``NdpSystem``, ``SplitWeights``, ``SystemRun``) and
+tensor helpers), ``system`` (``NdpSystem``, ``SplitWeights``, ``SystemRun``), ``timeline`` (descriptor
+timelines per engine from the completions: ``Dimm(..., timeline=True).write_timeline``) and
 ``errors`` (``NdpError``, ``FreedBufferError``). Nothing is re-exported here: import a
 name from the module that defines it.
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -69,6 +70,7 @@ from ndpdimm.sw.driver.buffers import (
 from ndpdimm.sw.driver.errors import NdpError
 from ndpdimm.sw.driver.host_reads import HostReads
 from ndpdimm.sw.driver.kernels import Kernels
+from ndpdimm.sw.driver.timeline import descriptor_timeline
 
 __all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "make_backend"]
 
@@ -171,10 +173,14 @@ class Dimm(Kernels):
     :class:`CoreConfig`; ``window``: ``(base, limit)`` of the DRAM the NDP may touch (default the
     whole DIMM), also the range the DRAM allocator hands out; ``backend_kwargs`` go to the
     backend's constructor (e.g. ``functional=False`` for the model, ``waves=...`` for the RTL).
+    ``timeline``: keep every waited-for descriptor's completion for :meth:`write_timeline`.
     """
 
     def __init__(self, backend: str | Backend = "model", config: CoreConfig | None = None, *,
-                 window: tuple[int, int] | None = None, **backend_kwargs: Any) -> None:
+                 window: tuple[int, int] | None = None, timeline: bool = False,
+                 **backend_kwargs: Any) -> None:
+        if not isinstance(timeline, bool):
+            raise ValueError(f"timeline must be True or False, got {timeline!r}")
         self._owns_backend = not isinstance(backend, Backend)
         self.backend = make_backend(backend, config, **backend_kwargs)
         self.config = self.backend.config
@@ -205,6 +211,8 @@ class Dimm(Kernels):
         self.last_run: RunStats | None = None
         self._host_reads = None         # the active HostReads scope
         self.host_reads_issued = 0      # background host reads issued (HostReads), all scopes
+        #: (label, Completion) of every descriptor waited for, with ``timeline=True``
+        self.timeline_records: list | None = [] if timeline else None
 
     @property
     def name(self) -> str:
@@ -460,6 +468,8 @@ class Dimm(Kernels):
             descs.append(self._outstanding.pop(i, None))
         if self.last_run is not None and self._recording:
             self.last_run.descriptors += [(d.label if d else "", c) for d, c in zip(descs, out)]
+        if self.timeline_records is not None:
+            self.timeline_records += [(d.label if d else "", c) for d, c in zip(descs, out)]
         if check:
             for d, c in zip(descs, out):
                 if not c.ok:
@@ -517,6 +527,15 @@ class Dimm(Kernels):
         descriptors run (see :class:`HostReads`). Arguments are checked here: ``ValueError``,
         nothing changed."""
         return HostReads(self, buffer, spacing_cycles)
+
+    def write_timeline(self, path) -> Path:
+        """Write the descriptors waited for so far as a Chrome-trace/Perfetto JSON timeline: one
+        track per engine, each descriptor from its start to its end cycle
+        (``sw/driver/timeline.py``). Needs ``Dimm(..., timeline=True)``."""
+        if self.timeline_records is None:
+            raise ValueError("this Dimm keeps no timeline: make it with Dimm(..., timeline=True)")
+        return descriptor_timeline({f"DIMM ({self.name} backend)": self.timeline_records},
+                                   self.name).write(path)
 
     def status(self) -> CoreStatus:
         return CoreStatus.decode(self.backend.csr_read("STATUS"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,6 +22,7 @@ from ndpdimm.cosim.backend import Backend, CoreConfig
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.buffers import GEMV_DTYPES, Buffer, _check_tensor
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.timeline import descriptor_timeline
 
 __all__ = ["NdpSystem", "SplitWeights", "SystemRun", "relayout_round_trip_cycles"]
 
@@ -98,8 +100,9 @@ class NdpSystem:
             # ports (cosim/rtl/harness.py RtlSystem); the DIMMs drive its cores
             from ndpdimm.cosim.rtl.harness import RtlSystem
             window = kwargs.pop("window", None)
+            timeline = kwargs.pop("timeline", False)
             self.rtl = RtlSystem(config, n_dimms, ber=link_ber, seed=link_seed, **kwargs)
-            self.dimms = [Dimm(core, window=window) for core in self.rtl.cores]
+            self.dimms = [Dimm(core, window=window, timeline=timeline) for core in self.rtl.cores]
         elif link and n_dimms > 1:
             # DIMM-Link: one chain joining the DIMMs' models (cosim/link/model.py)
             if backend != "model":
@@ -131,6 +134,14 @@ class NdpSystem:
         if self.rtl is not None:
             return self.rtl.link_counters()
         return {} if self.fabric is None else self.fabric.counters()
+
+    def write_timeline(self, path) -> Path:
+        """Every DIMM's descriptors as one Chrome-trace/Perfetto JSON timeline, a process per
+        DIMM (``sw/driver/timeline.py``); the DIMMs were made with ``timeline=True``."""
+        if any(d.timeline_records is None for d in self.dimms):
+            raise ValueError("the DIMMs keep no timeline: make the system with timeline=True")
+        return descriptor_timeline({f"DIMM {i} ({d.name} backend)": d.timeline_records
+                                    for i, d in enumerate(self.dimms)}, self.dimms[0].name).write(path)
 
     def __len__(self) -> int:
         return len(self.dimms)

@@ -36,6 +36,7 @@ import torch
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.golden import activation as GA
 from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.timeline import check_timeline_path
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.dimm import Dimm
@@ -214,9 +215,13 @@ def _attention(dimm, steps, batch, model_layer, head, sentence):
 
 
 def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, head=0,
-              sentence=DEFAULT_SENTENCE, json_out=None, progress=True, config=None, log=print):
+              sentence=DEFAULT_SENTENCE, json_out=None, progress=True, config=None, log=print,
+              timeline=None):
     """Run one layer (see the module docstring); returns the result dict (also written to
-    ``json_out``). ``config`` overrides ``units``."""
+    ``json_out``). ``config`` overrides ``units``; ``timeline``: also write every descriptor's
+    start and end cycle per engine to this file (Chrome-trace/Perfetto JSON)."""
+    if timeline is not None:
+        check_timeline_path(timeline)
     if layer not in LAYERS:
         raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {layer!r}")
     if not isinstance(batch, int) or batch < 1:
@@ -225,7 +230,7 @@ def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, he
     t0 = time.monotonic()
     log(f"[run-layer] {layer} on the {backend} backend ({config.n_units} GEMV units, "
         f"{config.sram_size // 1024} KiB SRAM){'; the first RTL run builds the harness' if backend == 'rtl' else ''}")
-    with Dimm(backend, config) as dimm:
+    with Dimm(backend, config, timeline=timeline is not None) as dimm:
         n_steps = 5 if layer == "mlp" else 4
         steps = _Steps(dimm, progress, n_steps)
         try:
@@ -236,6 +241,8 @@ def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, he
         finally:
             steps.close()
         counters = dimm.counters()
+        if timeline is not None:
+            log(f"wrote {dimm.write_timeline(timeline)}")
         perf_source = getattr(getattr(dimm.backend, "perf", None), "source", None)
     rows = steps.rows
     ok = all(r["bit_exact"] for r in rows)

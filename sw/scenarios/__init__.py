@@ -7,5 +7,6 @@ LLM, activation sparsity), ``trimoe/`` (MoE over GPU + AMX CPU + DIMMs), ``rapid
 the report (``ndpdimm <scenario>``) and its benchmark suite.
 
 May import: ``ndpdimm.hw`` (formats), ``ndpdimm.sw``, the driver, ``cosim.backend``
-(``CoreConfig``) and ``cosim.golden``; never a backend class.
+(``CoreConfig``), ``cosim.golden`` and ``cosim.timeline`` (the Chrome-trace writer of
+``--timeline``); never a backend class.
 """

@@ -20,6 +20,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+from ndpdimm.cosim.timeline import Timeline, check_timeline_path
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
@@ -206,12 +207,17 @@ def format_sweep(sw: dict) -> str:
 
 
 def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_values=None,
-                   trace_file=None, log=print) -> dict:
-    """The ``ndpdimm hermes`` command (see the module docstring)."""
+                   trace_file=None, log=print, timeline_file=None) -> dict:
+    """The ``ndpdimm hermes`` command (see the module docstring); ``timeline_file``: also
+    write the Hermes system's decode steps as a Chrome-trace/Perfetto JSON file."""
     out = Path(out_dir)
+    if timeline_file is not None:
+        check_timeline_path(timeline_file)
     if sweep:
         if trace_file:
             raise ValueError("--trace replays one run; it does not combine with --sweep")
+        if timeline_file:
+            raise ValueError("--timeline records one run; it does not combine with --sweep")
         sw = run_sweep(cfg, sweep, sweep_values, log)
         log(format_sweep(sw))
         files = write_report(sw, out, f"hermes_sweep_{sweep}") + [_sweep_plot(sw, out)]
@@ -221,8 +227,11 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
     if trace_file:
         from ndpdimm.sw.scenarios.hermes.traces import load_trace
         trace = load_trace(trace_file)
-    r = run_hermes(cfg, log=log, trace=trace)
+    timeline = None if timeline_file is None else Timeline()
+    r = run_hermes(cfg, log=log, trace=trace, timeline=timeline)
     log(format_report(r))
     files = write_report(r, out)
+    if timeline is not None:
+        files.append(timeline.write(timeline_file))
     log("wrote " + ", ".join(str(f) for f in files))
     return r

@@ -43,6 +43,7 @@ import time
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.timeline import Timeline
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
@@ -148,10 +149,11 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
 
 def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None = None,
                costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
-               core: CoreConfig | None = None) -> dict:
+               core: CoreConfig | None = None, timeline: Timeline | None = None) -> dict:
     """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
     ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
-    ``core``: the NDP core's configuration if not the one ``cfg`` describes."""
+    ``core``: the NDP core's configuration if not the one ``cfg`` describes; ``timeline``:
+    the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md)."""
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
@@ -212,7 +214,19 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                                    part.dense_gpu_share), dimms)
     runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
     runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
-    runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True)
+    runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
+                              timeline=timeline)
+    if timeline is not None:
+        timeline.metadata.update({
+            "scenario": "hermes", "system": "hermes", "model": model.name, "batch": cfg.batch,
+            "dimms": dimms, "decode_steps": cfg.tokens, "prompt_tokens": cfg.prompt,
+            "layers": sh.L, "sample_layers": workload.run.layers,
+            "simulated": f"all {sh.L} layers of {cfg.tokens} decode steps; layer l replays the "
+                         f"activations of sample layer l mod {workload.run.layers}",
+            "ms_per_step": 1e3 * runs["hermes"].seconds / cfg.tokens,
+            "ndp_backend": costs.backend, "time_unit": "seconds of the scenario's critical path",
+            "layout": "phases in order, each starting when the previous one's slowest branch "
+                      "ended (sw/scenarios/hermes/timing.py)"})
     ttft_ndp = _prefill(costs, sh, cfg.prompt, resident(part.on_gpu, part.dense_gpu_share,
                                                         sh.qkv_rows), kv_to_dimms=True)
     ttft_dense = _prefill(costs, sh, cfg.prompt, resident(dense_part.on_gpu,

@@ -72,9 +72,12 @@ __all__ = []                               # private to the scenario: scenario.p
 # ---- accounting --------------------------------------------------------------------------------
 
 class _Tally:
-    """Critical-path time by component, busy times and traffic of one system's run."""
+    """Critical-path time by component, busy times and traffic of one system's run;
+    ``timeline``: a :class:`~ndpdimm.cosim.timeline.Timeline` the run lays its slices on
+    (``--timeline``), or ``None``."""
 
-    def __init__(self):
+    def __init__(self, timeline=None):
+        self.timeline = timeline
         self.seconds = 0.0
         self.breakdown = {}
         self.gpu_busy = self.ndp_busy = self.cpu_busy = 0.0
@@ -94,6 +97,26 @@ class _Tally:
     def phase(self, *branches):
         """Concurrent branches (dicts of component seconds): the slowest sets the time."""
         self.add(max(branches, key=lambda b: sum(b.values())))
+
+    def lay(self, track, name, start, dur, **args) -> float:
+        """Slice ``name`` on ``track`` (:data:`TRACKS`) from ``start`` for ``dur`` seconds if a
+        timeline is recorded; returns the end either way."""
+        if self.timeline is not None:
+            self.timeline.slice(PROCESS, track, name, start, dur, args,
+                                exclusive=track not in SHARED_TRACKS)
+        return start + dur
+
+
+#: the timeline's process and its tracks (``--timeline``, docs/hermes.md)
+PROCESS = "Hermes (GPU + NDP-DIMMs)"
+STEP, LAYER, GPU = "decode step", "layer", "GPU"
+PCIE_DOWN, PCIE_UP, LINK = "PCIe GPU->DIMMs", "PCIe DIMMs->GPU", "DIMM-Link"
+#: tracks whose transfers the model lets run concurrently (spread over lanes by the writer)
+SHARED_TRACKS = (PCIE_DOWN, PCIE_UP)
+
+
+def _dimm_track(d: int) -> str:
+    return f"DIMM {d} NDP core"
 
 
 @dataclasses.dataclass
@@ -161,9 +184,14 @@ class _Placement:
     qkv_share: np.ndarray                  # [L] share of QKV rows on the GPU
 
 
-def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False):
-    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally."""
-    tl = _Tally()
+def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
+             timeline=None):
+    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally.
+    ``timeline``: lay every step's kernels and transfers on it (see :func:`_lay_layer`)."""
+    tl = _Tally(timeline)
+    if timeline is not None:                              # the tracks in display order
+        for track in (STEP, LAYER, GPU, PCIE_DOWN, PCIE_UP) + tuple(map(_dimm_track, range(dimms))) + (LINK,):
+            timeline.track(PROCESS, track, exclusive=track not in SHARED_TRACKS)
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     on_gpu, dimm = place.on_gpu.copy(), place.dimm.copy()
     g = costs.gpu
@@ -183,6 +211,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
         c = cfg.prompt + t
         act_t, pred_t = wl.run.active[t], wl.predicted[t]
         ratios = []
+        step_start = tl.seconds
         for l in range(L):
             s = l % S
             act, pred = act_t[s], pred_t[s]
@@ -190,11 +219,13 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             gpu_rows = int(round(q * sh.qkv_rows))
             ndp_rows = -(-(sh.qkv_rows - gpu_rows) // dimms)
             # 1. QKV
+            t_qkv = tl.seconds
             gpu_qkv = _gpu_rows(costs, sh, gpu_rows)
             ndp_qkv = costs.dense.seconds(ndp_rows) if ndp_rows else 0.0
             tl.phase({"gpu": gpu_qkv, "pcie": costs.pcie(B * gpu_rows * ELEM)},
                      {"pcie": costs.pcie(sh.x_bytes), "ndp": ndp_qkv})
             # 2. attention on the DIMMs, output projection on the GPU
+            t_att = tl.seconds
             att = per_dimm_pairs * costs.attention.seconds(c)
             o = _gpu_rows(costs, sh, H)
             tl.add({"ndp": att, "pcie": costs.pcie(B * H * ELEM), "gpu": o})
@@ -210,9 +241,16 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             gpu_mlp = _gpu_mlp(costs, sh, n_gpu)
             side_gpu += gpu_mlp
             side_ndp += float(ndp_mlp.max())
+            t_mlp = tl.seconds
             tl.phase({"gpu": gpu_mlp + (g.overhead_s if sparse else 0.0)},       # + predictor
                      {"pcie": costs.pcie(sh.x_bytes) + costs.pcie(merge_bytes),
                       "ndp": float(ndp_mlp.max()), "link": merge_s if k.sum() else 0.0})
+            if timeline is not None:
+                _lay_layer(tl, costs, sh, l, s, c, (t_qkv, t_att, t_mlp), dimms=dimms,
+                           gpu_rows=gpu_rows, ndp_rows=ndp_rows, pairs=pairs, o=o,
+                           gpu_mlp=gpu_mlp, n_gpu=n_gpu, k=k, ndp_mlp=ndp_mlp,
+                           merge=(merge_bytes, merge_s if k.sum() else 0.0),
+                           predictor=g.overhead_s if sparse else 0.0)
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
             tl.ndp_busy += float(ndp_mlp.sum()) + \
@@ -231,6 +269,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                 ratios.append(float(k.max() / k.mean()))
             window[l] += act
             remap_window[l] += act
+        tl.lay(GPU, "LM head", tl.seconds, g.linear(B, m.vocab, H).seconds, batch=B)
         tl.add({"gpu": g.linear(B, m.vocab, H).seconds})
         tl.gpu_busy += g.linear(B, m.vocab, H).seconds
         tl.imbalance.append(float(np.mean(ratios)) if ratios else 1.0)
@@ -245,6 +284,8 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             if moved:
                 tl.migrations += 2 * len(moved)
                 nbytes = 2 * len(moved) * sh.neuron_bytes
+                tl.lay(PCIE_DOWN, "neuron migration GPU<->DIMMs", tl.seconds, costs.pcie(nbytes),
+                       swaps=len(moved), bytes=nbytes, note="both directions, charged as one transfer")
                 tl.add({"migration": costs.pcie(nbytes)})
                 tl.pcie_bytes += nbytes
         if adjust and (t + 1) % cfg.adjust_window == 0:
@@ -264,9 +305,58 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                         tl.link_bytes += hops * sh.neuron_bytes
                         # swaps run in both directions on the chain at once: the longer half
                         per = costs.merge.cycles(sh.neuron_bytes) / clock
+                        tl.lay(LINK, "remap migration", tl.seconds, per * len(moves) / 2,
+                               layer=l, moves=len(moves), hops=hops)
                         tl.add({"migration": per * len(moves) / 2})
             remap_window[:] = 0
+        tl.lay(STEP, f"step {t}", step_start, tl.seconds - step_start, token=t, context=c)
     return tl
+
+
+def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pairs, o, gpu_mlp,
+               n_gpu, k, ndp_mlp, merge, predictor):
+    """Lay layer ``l``'s decode step on the timeline from the times :func:`_ndp_run` charged:
+    each phase starts when the previous one ended (its slowest branch), and inside a phase
+    each branch runs its parts in order (QKV: GPU rows then their PCIe copy, beside the input
+    over PCIe then each DIMM's dense rows; attention: each DIMM's (sequence, K/V head) pairs,
+    then the heads over PCIe, then the output projection; MLP: hot neurons and the predictor
+    on the GPU, beside the input over PCIe, each DIMM's cold neurons, the merge over
+    DIMM-Link and the merged sum back over PCIe)."""
+    t_qkv, t_att, t_mlp = starts
+    B, H = sh.batch, sh.H
+    clock = NDP_CLOCK_HZ
+    end = tl.lay(GPU, "QKV rows", t_qkv, _gpu_rows(costs, sh, gpu_rows), layer=l, rows=gpu_rows)
+    tl.lay(PCIE_DOWN, "q/k/v rows to DIMMs", end, costs.pcie(B * gpu_rows * ELEM), layer=l,
+           bytes=B * gpu_rows * ELEM)
+    end = tl.lay(PCIE_DOWN, "input to DIMMs", t_qkv, costs.pcie(sh.x_bytes), layer=l,
+                 bytes=sh.x_bytes)
+    if ndp_rows:
+        for d in range(dimms):
+            tl.lay(_dimm_track(d), "dense QKV rows", end, costs.dense.seconds(ndp_rows), layer=l,
+                   rows=ndp_rows)
+    att_end = t_att
+    for d in range(dimms):
+        n = pairs // dimms + (d < pairs % dimms)
+        att_end = max(att_end, tl.lay(_dimm_track(d), "attention", t_att,
+                                      n * costs.attention.seconds(c), layer=l, pairs=n,
+                                      context=c))
+    end = tl.lay(PCIE_UP, "attention heads to GPU", att_end, costs.pcie(B * H * ELEM), layer=l,
+                 bytes=B * H * ELEM)
+    tl.lay(GPU, "output projection", end, o, layer=l)
+    end = tl.lay(GPU, "hot neurons (MLP)", t_mlp, gpu_mlp, layer=l, neurons=n_gpu)
+    tl.lay(GPU, "predictor", end, predictor, layer=l)
+    end = tl.lay(PCIE_DOWN, "input to DIMMs", t_mlp, costs.pcie(sh.x_bytes), layer=l,
+                 bytes=sh.x_bytes)
+    for d in range(dimms):
+        tl.lay(_dimm_track(d), "cold neurons (MLP)", end, float(ndp_mlp[d]), layer=l,
+               neurons=int(k[d]))
+    merge_bytes, merge_s = merge
+    end = tl.lay(LINK, "merge partial sums (ATOMIC_ADD)", end + float(ndp_mlp.max()), merge_s,
+                 layer=l, bytes=merge_bytes * (dimms - 1), cycles_per_chunk=costs.merge.cycles(
+                     min(MERGE_CHUNK, merge_bytes)), clock_hz=clock)
+    end = tl.lay(PCIE_UP, "merged MLP sum to GPU", end, costs.pcie(merge_bytes), layer=l,
+                 bytes=merge_bytes)
+    tl.lay(LAYER, f"layer {l}", t_qkv, tl.seconds - t_qkv, layer=l, sample=s, context=c)
 
 
 def _adjust(on_gpu, dimm, window, max_swaps, margin):

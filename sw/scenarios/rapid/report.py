@@ -208,9 +208,13 @@ def write_report(r: dict, out_dir, name="rapid") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out, name)
 
 
-def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None) -> dict:
+def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeline_file=None,
+                  timeline_system=None) -> dict:
     """Run, print, write (see the module docstring); returns the result. The model, node and
-    trace (workload or trace file) are loaded first, so a bad one fails before any simulation."""
+    trace (workload or trace file) are loaded first, so a bad one fails before any simulation.
+    ``timeline_file``: also write one system's run (``timeline_system``) as a
+    Chrome-trace/Perfetto JSON file."""
+    from ndpdimm.cosim.timeline import Timeline, check_timeline_path
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
     from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
     from ndpdimm.sw.scenarios.rapid.workload import save_trace as write_trace
@@ -220,8 +224,16 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None) -> dic
     trace = _trace(cfg, cfg.pattern)
     if save_trace is not None:
         log(f"wrote {write_trace(trace, save_trace)} ({len(trace)} requests of {trace.name})")
-    r = run_rapid(cfg, log=log)
+    if timeline_file is not None:
+        check_timeline_path(timeline_file)
+    elif timeline_system is not None:
+        raise ValueError("--timeline-system needs --timeline")
+    timeline = None if timeline_file is None else Timeline()
+    r = run_rapid(cfg, log=log, timeline=timeline, timeline_system=timeline_system)
     log(format_report(r))
-    for f in write_report(r, out_dir):
+    files = write_report(r, out_dir)
+    if timeline is not None:
+        files.append(timeline.write(timeline_file))
+    for f in files:
         log(f"wrote {f}")
     return r

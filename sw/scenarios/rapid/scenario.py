@@ -45,6 +45,7 @@ from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS, load_node, load_serving
 from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.perf import NdpAttention, ServingPerf
 from ndpdimm.sw.scenarios.rapid.simulator import ServingSim
+from ndpdimm.sw.scenarios.rapid.timeline import lay_run
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS, generate_trace, load_trace, load_workload
 
 __all__ = ["RapidConfig", "run_rapid", "systems_for", "MODES", "DEFAULT_TPOT_SLO_S",
@@ -220,7 +221,7 @@ def _trace(cfg: RapidConfig, pattern: str):
                           rate_scale=cfg.rate_scale)
 
 
-def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True):
+def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True, record=False):
     roles, caps, mode = _layout(system, node, perf.ndp_reserved_w)
     ctrl = Controller(node.controller, mode, *slo) if mode and controlled else None
     t0 = time.perf_counter()
@@ -229,7 +230,7 @@ def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True):
         if log and done % max(1, total // 4) < max(1, total // 100):
             log(f"[rapid]   {system}: {done}/{total} requests done")
     sim = ServingSim(perf, trace, roles, caps, kv_path=cfg.kv_path, controller=ctrl,
-                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress).run()
+                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress, record=record).run()
     return sim, time.perf_counter() - t0
 
 
@@ -240,9 +241,23 @@ def baseline_ttft_slo(perf: ServingPerf, trace, cfg: RapidConfig) -> float:
     return float(np.percentile(sim.latencies()[1], perf.node.controller.baseline_percentile))
 
 
-def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
-    """Every configuration of ``cfg`` on one trace; the result dict of the whole run."""
+def timeline_default(mode: str) -> str:
+    """The system ``--timeline`` records unless told: the mode's controlled system (the last
+    one for ``all``), ``static-4p4d`` for ``static``."""
+    return {"static": "static-4p4d", "dynamic-power": "dynamic-power"}.get(mode, "dynamic")
+
+
+def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
+              timeline_system: str | None = None) -> dict:
+    """Every configuration of ``cfg`` on one trace; the result dict of the whole run.
+    ``timeline``: the run of ``timeline_system`` (default :func:`timeline_default`) is laid on
+    it (``--timeline``, docs/rapid.md)."""
     t_start = time.perf_counter()
+    if timeline is not None:                       # before any simulation
+        timeline_system = timeline_system or timeline_default(cfg.mode)
+        if timeline_system not in systems_for(cfg.mode, cfg.ndp):
+            raise ValueError(f"--timeline-system {timeline_system!r} is not run by --mode "
+                             f"{cfg.mode}: one of {', '.join(systems_for(cfg.mode, cfg.ndp))}")
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
     if cfg.ndp_dimms is not None:
         node = dataclasses.replace(node, ndp=dataclasses.replace(node.ndp, dimms=cfg.ndp_dimms))
@@ -285,8 +300,18 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None) -> dict:
         perf = ndp_perf if system.endswith("+ndp") else gpu_perf
         if log:
             log(f"[rapid] {system} ...")
-        sim, wall = _simulate(perf, trace, system, node, cfg, slo, log)
+        recorded = timeline is not None and system == timeline_system
+        sim, wall = _simulate(perf, trace, system, node, cfg, slo, log, record=recorded)
         results.append(summarize(system, sim, slo[0], slo[1], duration, wall))
+        if recorded:
+            lay_run(sim, timeline, system)
+            timeline.metadata.update({
+                "scenario": "rapid", "system": system, "model": model.name, "node": node.name,
+                "trace": trace.name, "requests": len(trace),
+                "power_budget_w": node.node.power_budget_w,
+                "ndp_reserved_w": perf.ndp_reserved_w, "time_unit": "simulated seconds",
+                "simulated": f"every request of the trace on {system}, event by event",
+                "end_s": sim.end_t})
     out = {
         "scenario": "rapid",
         "config": dataclasses.asdict(cfg),

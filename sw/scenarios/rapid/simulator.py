@@ -35,6 +35,13 @@ What it simulates, event by event (a heap of timed callbacks; no fixed time step
 * **Controller** (:mod:`ndpdimm.sw.scenarios.rapid.controller`) runs every ``tick_s`` and acts through
   :meth:`ServingSim.move_power` and :meth:`ServingSim.switch_role`.
 
+With ``record=True`` the simulator also keeps what it scheduled, for ``--timeline``
+(``sw/scenarios/rapid/timeline.py``): ``work_log`` (GPU, phase, start, end, arguments: every
+prefill batch and decode iteration as it actually ran, re-timing included), ``kv_log``
+(GPU, kind, start, end, request: every KV copy on a GPU's outbound link) and ``switch_log``
+(GPU, from, to, start, end: role switches); the caps come from the ledger's ``changes`` and
+the queue depths from ``samples``.
+
 A request is served exactly once: the simulator raises :class:`SimulationError` if a request
 would finish twice or finish having decoded other than ``output - 1`` tokens (hand-overs
 included), and the run ends when every request has finished (checked).
@@ -77,6 +84,7 @@ class _Gpu:
         self.gid, self.role = gid, role
         self.switch_to = None          # role it is draining towards
         self.busy = None               # "prefill" / "decode" while working
+        self.work_began, self.work_args = 0.0, {}    # the running work's start and arguments
         self.version = 0               # bumps when the running work is re-timed
         self.work = None               # (start, duration, fixed_s, scalable_s, speed phase)
         self.batch = []                # prefill batch in flight
@@ -116,7 +124,7 @@ class ServingSim:
 
     def __init__(self, perf: ServingPerf, trace, roles, caps, kv_path: str = "direct",
                  controller=None, slo_ttft_s: float = math.inf, slo_tpot_s: float = math.inf,
-                 progress=None):
+                 progress=None, record: bool = False):
         node = perf.node
         if len(roles) != node.node.gpus or len(caps) != node.node.gpus:
             raise ValueError(f"need a role and a cap for each of the {node.node.gpus} GPUs, got "
@@ -179,6 +187,8 @@ class ServingSim:
         self.tick_s = c.tick_s
         self.power_busy_until = 0.0
         self.progress = progress
+        self.record = record
+        self.work_log, self.kv_log, self.switch_log = [], [], []
         for g in self.gpus:
             self._set_draw(g)
 
@@ -230,6 +240,7 @@ class ServingSim:
         g.version += 1
         dur = fixed_s + scalable_s / self._speed(g, phase)
         g.work = [self.t, dur, fixed_s, scalable_s, done]
+        g.work_began = self.t
         self._set_draw(g)
         self.at(self.t + dur, self._work_done, g, g.version)
         return dur
@@ -247,6 +258,8 @@ class ServingSim:
         if version != g.version:
             return
         start, dur, _, _, done = g.work
+        if self.record:
+            self.work_log.append((g.gid, g.busy, g.work_began, self.t, g.work_args))
         g.busy, g.work = None, None
         self._set_draw(g)
         done(g, dur)
@@ -304,6 +317,9 @@ class ServingSim:
                 return                          # _push_outboxes calls back when empty
         else:
             self._hand_over(g)
+        if self.record:
+            self.switch_log.append((g.gid, g.role, g.switch_to, self.t,
+                                    self.t + self.node.controller.role_switch_s))
         g.role = "switching"
         self.at(self.t + self.node.controller.role_switch_s, self._switched, g)
 
@@ -324,7 +340,10 @@ class ServingSim:
             ctx = r.inp + 1 + r.generated
             r.migrations += 1
             if self.perf.ndp is None:
+                start = max(link_free, self.t)
                 link_free = max(link_free, self.t) + self.kv.seconds(ctx * self.perf.kv_bytes_per_token)
+                if self.record:
+                    self.kv_log.append((g.gid, "hand-over", start, link_free, r.rid))
             self.at(link_free, self._handed, r)
         g.running.clear()
         g.pending = []
@@ -376,6 +395,9 @@ class ServingSim:
         for r in batch:
             r.prefill_gpu = g.gid
         g.batch = batch
+        if self.record:
+            g.work_args = {"requests": [r.rid for r in batch],
+                           "prompt_tokens": sum(r.inp for r in batch)}
         if g.role == "coalesced":
             g.kv_used += sum(r.kv_bytes for r in batch)
         self._start(g, "prefill", fixed, scalable, self._prefill_done)
@@ -416,6 +438,8 @@ class ServingSim:
             self.ring_head = (slot + 1) % len(self.ring)
             start = max(self.t, g.link_free)
             g.link_free = start + self.kv.seconds(r.inp * self.perf.kv_bytes_per_token)
+            if self.record:
+                self.kv_log.append((g.gid, f"ring slot {slot}", start, g.link_free, r.rid))
             self.at(g.link_free, self._slot_ready, slot)
             if not g.outbox and g.busy is None:
                 self._idle(g)
@@ -491,6 +515,8 @@ class ServingSim:
             heapq.heappush(g.finish_heap, (g.step + r.out - 1 - r.generated, r.rid))
         g.pending = []
         b, c = len(g.running), g.ctx_sum
+        if self.record:
+            g.work_args = {"batch": b, "context_tokens": c, "iteration": g.step}
         ndecode = self._decode_gpus()
         fixed, scalable = self.perf.decode_parts(b, c, ndecode)
         if self.perf.ndp is not None:

@@ -14,6 +14,7 @@ placement over the steps of the first sampled layer (TriMoE).
 
 from pathlib import Path
 
+from ndpdimm.cosim.timeline import Timeline, check_timeline_path
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 
@@ -135,8 +136,12 @@ def write_report(r: dict, out_dir, name="trimoe") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
-def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict:
-    """Run, print, write (see the module docstring); returns the result."""
+def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timeline_file=None) -> dict:
+    """Run, print, write (see the module docstring); returns the result. ``timeline_file``:
+    also write every system's schedule as a Chrome-trace/Perfetto JSON file."""
+    if timeline_file is not None:
+        check_timeline_path(timeline_file)
+    timeline = None if timeline_file is None else Timeline()
     done = {}
 
     def progress(system, step, steps):
@@ -145,9 +150,12 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict
             log(f"  {system}: step {step}/{steps}")
 
     log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
-    r = run_trimoe(cfg, progress=progress)
+    r = run_trimoe(cfg, progress=progress, timeline=timeline)
     log(format_report(r))
-    for f in write_report(r, out_dir):
+    files = write_report(r, out_dir)
+    if timeline is not None:
+        files.append(timeline.write(timeline_file))
+    for f in files:
         log(f"wrote {f}")
     return r
 

@@ -177,8 +177,19 @@ class _SystemState:
     contention: np.ndarray         # [layers, dimms] host-read GB/s each DIMM served last step
 
 
+#: the timeline's tracks (``--timeline``, docs/trimoe.md); one process per system
+STEP, LAYER, GPU, CPU = "step", "MoE layer", "GPU", "CPU (AMX)"
+PCIE, PREFETCH, LINK = "PCIe host->GPU (misses)", "PCIe prefetch", "DIMM-Link"
+
+
+def _dimm_track(j: int) -> str:
+    return f"DIMM {j} NDP core"
+
+
 class _Tally:
-    def __init__(self):
+    def __init__(self, timeline=None, process=""):
+        self.timeline, self.process = timeline, process      # --timeline, or None
+        self.clock = 0.0            # seconds of the run laid on the timeline so far
         self.latency = []           # per (step, layer) seconds
         self.busy = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
         self.capacity_time = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
@@ -199,8 +210,9 @@ _CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
 
 
 def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, profile, run,
-             progress=None) -> dict:
-    """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring)."""
+             progress=None, timeline=None) -> dict:
+    """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring);
+    ``timeline``: the run's schedule is laid on it as process ``TriMoE <system>``."""
     domains = _DOMAINS[system]
     n_layers, n_exp = run.shape[1], run.shape[2]
     dimms = hw.ndp.dimms
@@ -246,7 +258,11 @@ def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, prof
     # predictor accuracy is scored on the run only
     predictor.abs_error = predictor.total_load = 0.0
     predictor.tp = predictor.fp = predictor.fn = 0
-    tally = _Tally()
+    tally = _Tally(timeline, f"TriMoE {system}")
+    if timeline is not None:                              # the tracks in display order
+        for track in [STEP, LAYER, GPU, PCIE, PREFETCH] + [CPU] * ("cpu" in domains) + \
+                [_dimm_track(j) for j in range(dimms) if "ndp" in domains] + [LINK] * ("ndp" in domains):
+            timeline.track(tally.process, track, exclusive=track != LINK)
     for s in range(run.shape[0]):
         _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
         if progress:
@@ -302,6 +318,7 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
     planning for the next step (copies overlap this step's compute), and every
     ``rebalance_every`` steps the DIMM rebalancing (trimoe)."""
     step_time = pcie_busy = 0.0
+    step_start, before = tally.clock, dict(tally.migration)
     for layer in range(loads.shape[0]):
         t, pcie = _layer(system, cfg, model, costs, state, devices, layer, loads[layer], tally)
         step_time += t
@@ -324,6 +341,25 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
                                            lambda a, b: costs.move(abs(a - b)), cfg.rebalance_every)
             tally.counts["rebalance_moves"] += len(moves)
             tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
+    if tally.timeline is not None and learn:
+        _lay_step_end(tally, s, step_start, before,
+                      min(prefetch_bytes / costs.pcie, max(0.0, step_time - pcie_busy)))
+
+
+def _lay_step_end(tally, s, step_start, before, prefetch_s):
+    """After the step's layers: the prefetch copies that fit the PCIe's idle time of the step
+    (``prefetch_s``, from the step's start, beside its compute) and the time charged beyond the
+    layers, one after another as the summary adds it: background relayouts back to striped and
+    rebalancing moves (DIMM-Link), then the rest of the prefetch (the stall)."""
+    tl, p = tally.timeline, tally.process
+    delta = {k: tally.migration[k] - before[k] for k in before}
+    tl.slice(p, PREFETCH, "prefetch copies (PCIe idle time)", step_start, prefetch_s, {"step": s})
+    for key, track, name in (("relayout_back", LINK, "relayout back to striped"),
+                             ("rebalance", LINK, "rebalance moves"),
+                             ("prefetch_stall", PREFETCH, "prefetch stall")):
+        tally.clock = tl.slice(p, track, name, tally.clock, delta[key], {"step": s},
+                               exclusive=track != LINK)
+    tl.slice(p, STEP, f"step {s}", step_start, tally.clock - step_start, {"step": s})
 
 
 def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads):
@@ -411,8 +447,11 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
     tally.initial_makespan.append(sched.initial_makespan)
     pcie = 0.0
     codes = np.zeros(len(loads), np.int8)
+    cursor = dict.fromkeys(dev_loads, tally.clock)       # each device runs its tasks in turn
     for task in tasks:
         e = task.expert
+        if tally.timeline is not None:
+            _lay_task(tally, costs, state, layer, task, sched.assignment[e], cursor, prev, rates)
         if e < 0:
             continue
         dev = sched.assignment[e]
@@ -447,10 +486,47 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
     tally.last_codes = codes
     state.contention[layer] = rates
     tally.latency.append(makespan)
+    if tally.timeline is not None:
+        tally.timeline.slice(tally.process, LAYER, f"layer {layer}", tally.clock, makespan,
+                             {"layer": layer, "withdrawn_reads": avoid})
+        tally.clock += makespan
     for d in devices:
         tally.busy[d.domain] += dev_loads[d.name]
         tally.capacity_time[d.domain] += makespan
     return makespan, pcie
+
+
+def _lay_task(tally, costs, state, layer, task, dev, cursor, prev, rates):
+    """One expert task on its device's track, after the device's earlier tasks of the layer
+    (the scheduler's device load is their sum); an NDP task at the host-read rate the layer's
+    schedule makes its DIMM serve (as :func:`_contended`), a striped expert's gathering
+    relayout at its start (also on DIMM-Link); a GPU miss's weights over PCIe from its start
+    (pipelined with its compute)."""
+    tl, p, e = tally.timeline, tally.process, task.expert
+    dur = task.times[dev]
+    args = {"expert": e, "tokens": task.tokens, "layer": layer}
+    if e < 0:
+        name = f"shared expert {-1 - e}"
+    else:
+        kind = _kind(state, layer, e, dev)
+        name = f"expert {e} ({kind.replace('_', ' ')})"
+        args["striped"] = bool(state.layout.home[layer, e] == STRIPED)
+    start = cursor[dev]
+    if dev.startswith("ndp"):
+        j = int(dev[3:])
+        dur += costs.ndp(task.tokens, rates[j]) - costs.ndp(task.tokens, prev[j])
+        args["host_read_gbs"] = float(rates[j])
+        if args["striped"]:
+            tl.slice(p, LINK, f"relayout expert {e} into DIMM {j}", start, costs.relayout(True),
+                     args, exclusive=False)
+        track = _dimm_track(j)
+    elif dev == "gpu":
+        track = GPU
+        if e >= 0 and kind == "gpu_miss":
+            tl.slice(p, PCIE, f"expert {e} weights", start, costs.pcie_transfer(), args)
+    else:
+        track = CPU
+    cursor[dev] = tl.slice(p, track, name, start, dur, args)
 
 
 def _mean(xs):
@@ -499,9 +575,11 @@ def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
     }
 
 
-def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None) -> dict:
+def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None,
+               timeline=None) -> dict:
     """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
-    called after each simulated step; ``costs`` reuses measured costs (else measured here)."""
+    called after each simulated step; ``costs`` reuses measured costs (else measured here);
+    ``timeline``: every system's schedule is laid on it (``--timeline``, docs/trimoe.md)."""
     t0 = time.perf_counter()
     model = load_moe_model(cfg.model)
     hw = load_trimoe_hardware(cfg.hardware)
@@ -515,7 +593,20 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
             with Dimm(cfg.backend, core, **kwargs) as dimm:
                 costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
-    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress) for s in cfg.systems}
+    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress, timeline)
+               for s in cfg.systems}
+    if timeline is not None:
+        timeline.metadata.update({
+            "scenario": "trimoe", "model": model.name, "systems": list(cfg.systems),
+            "tokens_per_step": cfg.batch, "steps": int(run.shape[0]),
+            "sample_layers": int(run.shape[1]), "moe_layers": model.moe_layers,
+            "simulated": f"{run.shape[1]} sampled MoE layers of {model.moe_layers} per step, "
+                         f"{run.shape[0]} steps, one process per system",
+            "ndp_backend": costs.ndp_cost.backend, "time_unit": "seconds of each system's run",
+            "layout": "layers one after another, each as long as its contended makespan; each "
+                      "device runs its tasks in turn from the layer's start; the time charged "
+                      "beyond the layers (relayouts back, rebalancing, prefetch stall) after "
+                      "each step's layers (sw/scenarios/trimoe/scenario.py)"})
     base = results.get("gpu_only")
     for r in results.values():
         r["speedup_vs_gpu_only"] = (base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]

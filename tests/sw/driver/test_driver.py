@@ -558,3 +558,52 @@ def test_run_layer_cli_on_the_model_backend(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run-layer", "--backend", "fpga"])
     assert "invalid choice: 'fpga'" in capsys.readouterr().err
+
+
+# ---- descriptor timelines -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", BACKEND_NAMES)
+def test_descriptor_timeline(name, request, tmp_path):
+    """``Dimm(..., timeline=True).write_timeline``: every descriptor waited for on its engine's
+    track, lasting exactly its CQ_CYCLES (1 ns per cycle), ending no later than the host
+    collected it (exactly then on the model), one descriptor at a time across all engines."""
+    from ndpdimm.cosim.timeline import read_timeline
+    from ndpdimm.sw.driver.timeline import ENGINES, engine_of
+    dimm = Dimm(request.getfixturevalue(f"{name}_backend"), timeline=True)
+    _, _, _, cs = _program(dimm)
+    f = read_timeline(dimm.write_timeline(tmp_path / "descriptors.json"))
+    proc = f"DIMM ({name} backend)"
+    assert f.track_names(proc) == list(ENGINES)
+    slices = sorted((s + (e,) for e in ENGINES for s in f.tracks[(proc, e)]), key=lambda s: s[0])
+    assert len(slices) == len(dimm.timeline_records) > len(cs)       # the DMAs of write/read too
+    for a, b in zip(slices, slices[1:]):
+        assert b[0] >= a[0] + a[1] - 1e-9, f"{a[2]!r} and {b[2]!r} overlap on {name}"
+    got = {s[3]["id"]: s for s in slices if s[3]["id"] in {c.id for c in cs}}
+    for c in cs:
+        ts, dur, _, args, engine = got[c.id]
+        assert engine == engine_of(c.opcode) and args["status"] == c.status.name
+        assert dur == pytest.approx(c.cycles / 1e3, abs=1e-9)
+        end = (ts + dur) * 1e3
+        assert end <= c.done_cycle + 1e-6
+        if name == "model":
+            assert end == pytest.approx(c.done_cycle)
+    with pytest.raises(ValueError, match="make it with Dimm"):
+        Dimm(request.getfixturevalue(f"{name}_backend")).write_timeline(tmp_path / "none.json")
+
+
+def test_system_timeline_has_a_process_per_dimm(tmp_path):
+    """``NdpSystem(..., timeline=True).write_timeline``: each DIMM's split GEMV on its own
+    process, the GEMV slices lasting their completions' cycles."""
+    from ndpdimm.cosim.timeline import read_timeline
+    sys_ = NdpSystem(2, "model", CFG, timeline=True)
+    rng = random.Random(5)
+    split = sys_.store_weights_split(random_values((40, 32), Dtype.FP16, rng))
+    sys_.gemv_split(split, random_values((2, 32), Dtype.FP16, rng))
+    f = read_timeline(sys_.write_timeline(tmp_path / "system.json"))
+    for i, d in enumerate(sys_):
+        gemv = f.tracks[(f"DIMM {i} (model backend)", "GEMV engine")]
+        want = sorted(c.cycles for _, c in d.timeline_records if c.opcode == Opcode.GEMV)
+        assert want and sorted(round(s[1] * 1e3) for s in gemv) == want
+    sys_.close()
+    with pytest.raises(ValueError, match="make the system with timeline=True"):
+        NdpSystem(1, "model", CFG).write_timeline(tmp_path / "none.json")

@@ -130,10 +130,14 @@ def test_cli_runs_and_replays_a_trace(tmp_path, capsys):
     trace = synthetic_trace(4, 1, 13824, seed=3)
     path = trace.save(tmp_path / "t.npz")
     assert main(["hermes", "--model", "llama2-13b", "--tokens", "4", "--prompt", "32",
-                 "--sample-layers", "1", "--trace", str(path), "--out-dir", str(tmp_path)]) == 0
+                 "--sample-layers", "1", "--trace", str(path), "--out-dir", str(tmp_path),
+                 "--timeline", str(tmp_path / "timeline.json")]) == 0
     data = json.loads((tmp_path / "hermes.json").read_text())
     assert data["provenance"]["traces"] == "replayed"
     assert "Hermes (GPU + NDP-DIMMs)" in capsys.readouterr().out
+    from ndpdimm.cosim.timeline import read_timeline
+    f = read_timeline(tmp_path / "timeline.json")
+    assert len(f.tracks[("Hermes (GPU + NDP-DIMMs)", "decode step")]) == 4
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -271,3 +275,37 @@ def test_a_kv_cache_too_large_for_the_gpu_streams_over_pcie_in_the_baselines(tmp
         assert r["systems"][name]["ms_per_step"] >= 1e3 * least, name
     # the NDP systems hold the KV cache on the DIMMs
     assert r["systems"]["hermes"]["ms_per_step"] < 1e3 * least
+
+
+def test_timeline_is_the_hermes_critical_path(tmp_path):
+    """--timeline: the Hermes system's decode steps laid from timing.py's critical path: the
+    steps add up to the reported time per step, every layer of every step is there, the GPU
+    and each DIMM's NDP core do one thing at a time inside their layer, and the DIMMs' slices
+    add up to the reported NDP utilisation."""
+    from ndpdimm.cosim.timeline import Timeline, read_timeline
+    from ndpdimm.sw.scenarios.hermes.timing import PROCESS, _dimm_track
+    cfg = HermesConfig(model="llama2-13b", tokens=8, prompt=32, profile_tokens=8, sample_layers=2,
+                       adjust_window=4, remap_window=4)
+    tl = Timeline()
+    r = run_hermes(cfg, log=_quiet, timeline=tl)
+    f = read_timeline(tl.write(tmp_path / "hermes.json"))
+    h, dimms, layers = r["systems"]["hermes"], r["dimms"], r["model"]["layers"]
+    assert f.metadata["sample_layers"] == 2 and f.metadata["layers"] == layers
+    dimm_tracks = [_dimm_track(d) for d in range(dimms)]
+    assert f.track_names(PROCESS) == ["decode step", "layer", "GPU", "PCIe GPU->DIMMs",
+                                      "PCIe DIMMs->GPU", *dimm_tracks, "DIMM-Link"]
+    for track in ["decode step", "layer", "GPU", "DIMM-Link", *dimm_tracks]:
+        assert not f.overlaps(PROCESS, track), (track, f.overlaps(PROCESS, track)[:1])
+    steps = f.tracks[(PROCESS, "decode step")]
+    assert len(steps) == cfg.tokens
+    assert sum(s[1] for s in steps) / cfg.tokens / 1e3 == pytest.approx(h["ms_per_step"], rel=1e-9)
+    assert steps[-1][0] + steps[-1][1] == pytest.approx(h["ms_per_step"] * cfg.tokens * 1e3)
+    lay = f.tracks[(PROCESS, "layer")]
+    assert [s[3]["layer"] for s in lay] == list(range(layers)) * cfg.tokens
+    for track in ["GPU", *dimm_tracks]:
+        ends = [s[0] + s[1] for s in f.tracks[(PROCESS, track)] if s[3].get("layer") is not None]
+        starts = [s[0] for s in f.tracks[(PROCESS, track)] if s[3].get("layer") is not None]
+        assert all(any(a[0] - 1e-6 <= s and e <= a[0] + a[1] + 1e-6 for a in lay)
+                   for s, e in zip(starts, ends)), track
+    busy = sum(s[1] for t in dimm_tracks for s in f.tracks[(PROCESS, t)]) / 1e6
+    assert busy / (dimms * sum(s[1] for s in steps) / 1e6) == pytest.approx(h["ndp_utilisation"])

@@ -33,7 +33,9 @@ def cli_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rapid")
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        assert main(["rapid", "--duration", "30", "--mode", "all", "--out-dir", str(out)]) == 0
+        assert main(["rapid", "--duration", "30", "--mode", "all", "--out-dir", str(out),
+                     "--timeline", str(out / "timeline.json"),
+                     "--timeline-system", "dynamic-power+ndp"]) == 0
     return out, stdout.getvalue(), json.loads((out / "rapid.json").read_text())
 
 
@@ -53,9 +55,16 @@ def test_cli_runs_end_to_end_and_writes_the_results(cli_run):
     assert r["config"]["mode"] == "all" and r["config"]["duration_s"] == 30.0
     assert "goodput" in stdout and "dynamic+ndp" in stdout
     for name in ("rapid.json", "rapid_power_roles.png", "rapid_queues.png",
-                 "rapid_latency_cdf.png"):
+                 "rapid_latency_cdf.png", "timeline.json"):
         assert f"wrote {out / name}" in stdout
         assert (out / name).stat().st_size > 0
+    # --timeline-system: the NDP tier's dynamic-power run, its DIMMs' reserve in the counters
+    from ndpdimm.cosim.timeline import read_timeline
+    f = read_timeline(out / "timeline.json")
+    p = "RAPID dynamic-power+ndp"
+    assert f.metadata["system"] == "dynamic-power+ndp" and {q for q, _ in f.tracks} == {p}
+    ndp = r["systems"][SYSTEMS_ALL.index("dynamic-power+ndp")]["checks"]["ndp_reserved_w"]
+    assert ndp > 0 and all(v["NDP-DIMM tier"] == ndp for _, v in f.counters[(p, "power reserved (W)")])
 
 
 def test_format_report_names_every_system_and_the_slos(cli_run):

@@ -376,3 +376,42 @@ def test_ndp_tier_timing_comes_from_the_rtl_backend_when_asked():
 def test_config_dataclass_round_trips_through_asdict():
     cfg = RapidConfig(workload="long-context", pattern="steady", duration_s=30.0)
     assert RapidConfig(**dataclasses.asdict(cfg)) == cfg
+
+
+def test_timeline_of_a_controlled_run(tmp_path):
+    """--timeline: the dynamic system's run as tracks per GPU (batches, role switches), KV
+    links and counters; a GPU and a prefill GPU's KV link do one thing at a time, the caps
+    never exceed the budget, every request is prefilled once and every decode step is there."""
+    from ndpdimm.cosim.timeline import Timeline, read_timeline
+    tl = Timeline()
+    cfg = RapidConfig(duration_s=60.0, mode="dynamic", rate_scale=3.0, ttft_slo_s=0.2, ndp=False)
+    r = run_rapid(cfg, timeline=tl)
+    f = read_timeline(tl.write(tmp_path / "rapid.json"))
+    p = "RAPID dynamic"
+    assert f.metadata["system"] == "dynamic" and f.metadata["requests"] == r["trace"]["requests"]
+    for g in range(8):
+        for track in (f"GPU {g}", f"GPU {g} KV out"):
+            assert not f.overlaps(p, track), (track, f.overlaps(p, track)[:1])
+    gpu = [s for g in range(8) for s in f.tracks[(p, f"GPU {g}")]]
+    prefilled = sorted(rid for s in gpu if s[2] == "prefill" for rid in s[3]["requests"])
+    assert prefilled == list(range(r["trace"]["requests"]))
+    res = next(s for s in r["systems"] if s["system"] == "dynamic")
+    switches = [s for s in gpu if s[2].startswith("role switch")]
+    # a switch commanded near the end may still be draining when the last request finishes
+    assert 0 < len(switches) <= res["role_switches"]
+    budget = r["power_budget_w"]
+    caps, reserved = f.counters[(p, "power cap (W)")], f.counters[(p, "power reserved (W)")]
+    assert caps and reserved and f.counters[(p, "queue depth")]
+    ndp = f.metadata["ndp_reserved_w"]
+    assert all(sum(v.values()) + ndp <= budget + 1e-6 for _, v in caps)
+    assert all(sum(v.values()) <= budget + 1e-6 for _, v in reserved)
+    assert len({tuple(v.values()) for _, v in caps}) > 1, "the controller moved no power"
+    kv = sorted(s[3]["request"] for g in range(8) for s in f.tracks[(p, f"GPU {g} KV out")])
+    assert kv and len(kv) == len(set(kv)), "a request's KV went to the ring twice"
+
+
+def test_timeline_system_must_be_run(tmp_path):
+    from ndpdimm.cosim.timeline import Timeline
+    with pytest.raises(ValueError, match="--timeline-system 'dynamic' is not run by --mode static"):
+        run_rapid(RapidConfig(duration_s=5.0, mode="static"), timeline=Timeline(),
+                  timeline_system="dynamic")

@@ -157,11 +157,16 @@ def test_cli(tmp_path, small_model, capsys):
     out = tmp_path / "out"
     rc = main(["trimoe", "--model", small_model, "--steps", "2", "--profile-steps", "2",
                "--sample-layers", "1", "--batch", "64", "--units", "16", "--act-lanes", "16",
-               "--systems", "gpu_cpu,trimoe", "--out-dir", str(out)])
+               "--systems", "gpu_cpu,trimoe", "--out-dir", str(out),
+               "--timeline", str(tmp_path / "timeline.json")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "GPU + AMX CPU" in text and "TriMoE (GPU + CPU + NDP)" in text
     assert (out / "trimoe.json").exists() and (out / "trimoe_placement.png").exists()
+    from ndpdimm.cosim.timeline import read_timeline
+    f = read_timeline(tmp_path / "timeline.json")
+    assert {p for p, _ in f.tracks} == {"TriMoE gpu_cpu", "TriMoE trimoe"}
+    assert f.metadata["systems"] == ["gpu_cpu", "trimoe"] and f"wrote {tmp_path / 'timeline.json'}" in text
     assert main(["trimoe", "--systems", "gpu_only,tpu", "--out-dir", str(out)]) == 2
     assert main(["trimoe", "--model", "nope", "--out-dir", str(out)]) == 2
     assert "unknown MoE model 'nope'" in capsys.readouterr().err
@@ -228,3 +233,56 @@ def test_bad_link_ber(tmp_path):
         with pytest.raises(ValueError, match="link_ber"):
             TriMoeConfig(link_ber=v)
     assert main(["trimoe", "--link-ber", "2", "--out-dir", str(tmp_path)]) == 2
+
+
+def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path):
+    """--timeline: one process per system; every device track holds its tasks one after
+    another, the layer slices are the reported latencies, the steps add the migration stalls."""
+    from ndpdimm.cosim.timeline import Timeline, read_timeline
+    from ndpdimm.sw.scenarios.trimoe.scenario import _dimm_track
+    tl = Timeline()
+    r = run_trimoe(_cfg(small_model), costs=small_costs, timeline=tl)
+    f = read_timeline(tl.write(tmp_path / "trimoe.json"))
+    assert f.metadata["sample_layers"] == 2 and f.metadata["moe_layers"] == SMALL["layers"]
+    dimms = load_trimoe_hardware().ndp.dimms
+    for system, res in r["systems"].items():
+        p = f"TriMoE {system}"
+        names = set(f.track_names(p))
+        assert {"step", "MoE layer", "GPU"} <= names
+        assert ("CPU (AMX)" in names) == (system in ("gpu_cpu", "trimoe"))
+        assert ({_dimm_track(j) for j in range(dimms)} <= names) == (system in ("gpu_ndp", "trimoe"))
+        for track in names - {"DIMM-Link"}:
+            assert not f.overlaps(p, track), (system, track, f.overlaps(p, track)[:1])
+        layers = f.tracks[(p, "MoE layer")]
+        assert len(layers) == 6 * 2
+        assert sum(s[1] for s in layers) / len(layers) / 1e3 == pytest.approx(res["moe_layer_latency_ms"])
+        # every device's tasks end within their layer
+        for s0, d0, _, a in layers:
+            for track in names - {"step", "MoE layer", "DIMM-Link", "PCIe prefetch"}:
+                inside = [s for s in f.tracks[(p, track)] if s0 - 1e-6 <= s[0] < s0 + d0 - 1e-6]
+                assert all(s[0] + s[1] <= s0 + d0 + 1e-6 for s in inside), (system, track)
+        steps = f.tracks[(p, "step")]
+        extra = sum(v for k, v in res["migration_seconds"].items() if k != "relayout_in_task")
+        assert sum(s[1] for s in steps) == pytest.approx(sum(s[1] for s in layers) + extra * 1e6)
+        execs = sum(1 for t in names if t.startswith(("GPU", "CPU", "DIMM "))
+                    for s in f.tracks[(p, t)] if s[3]["expert"] >= 0)
+        assert execs == sum(res["executions"].values())
+
+
+def test_timeline_step_end_splits_the_prefetch_at_the_idle_pcie_time():
+    """The copies that fit the PCIe's idle time lie inside the step, the rest (the stall) after
+    the step's layers and its link work: the prefetch track never overlaps, and the step is its
+    layers plus everything charged beyond them."""
+    from ndpdimm.cosim.timeline import Timeline
+    from ndpdimm.sw.scenarios.trimoe.scenario import PREFETCH, STEP, _lay_step_end, _Tally
+    tl = Timeline()
+    tally = _Tally(tl, "TriMoE test")
+    before = dict(tally.migration)
+    tally.clock = 10.0                                   # the step's layers: 0 .. 10 s
+    tally.migration.update(prefetch_stall=6.0, rebalance=1.0, relayout_back=0.5)
+    _lay_step_end(tally, 0, 0.0, before, prefetch_s=8.0)  # 8 s of idle PCIe, 14 s of copies
+    track = tl.track("TriMoE test", PREFETCH).slices
+    assert [(s[2], s[0] / 1e6, s[1] / 1e6) for s in track] == [
+        ("prefetch copies (PCIe idle time)", 0.0, 8.0), ("prefetch stall", 11.5, 6.0)]
+    assert tally.clock == 17.5 and tl.track("TriMoE test", STEP).slices[0][1] / 1e6 == 17.5
+    tl.events()                                          # no overlap on an exclusive track
