@@ -84,7 +84,7 @@ from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
 from ndpdimm.hw.memory.weight_streamer import WeightStreamer
-from ndpdimm.hw.registers import CSR_DATA_BITS
+from ndpdimm.hw.registers import CSR_DATA_BITS, register
 
 __all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
 
@@ -95,9 +95,10 @@ CORE_PHY_PORTS = tuple(p for p in PHY_PORTS if p != "policy")
 
 
 def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0, link=False) -> int:
-    """The ``CAPS`` register value (fields in ``hw/registers.py``)."""
-    return (n_units | (sram_size.bit_length() - 1) << 16 | ranks << 24 | max_batch << 28 |
-            act_lanes << 36 | int(bool(link)) << 48)
+    """The ``CAPS`` register value (its fields in ``hw/registers.py``); ``ValueError`` for a
+    parameter too wide for its field."""
+    return register("CAPS").pack(UNITS=n_units, SRAM_LOG2=sram_size.bit_length() - 1, RANKS=ranks,
+                                 MAX_BATCH=max_batch, ACT_LANES=act_lanes, LINK=int(bool(link)))
 
 
 
