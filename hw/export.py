@@ -71,8 +71,7 @@ def descriptor_layouts(core) -> dict[str, data.StructLayout]:
 
 def descriptor_fields(layout: data.StructLayout) -> list[tuple[str, int, int]]:
     """``(name, lsb, width)`` of every field of ``layout``, in bit order."""
-    return sorted(((name, f.offset, data.Layout.cast(f.shape).size if not isinstance(f.shape, int)
-                    else f.shape) for name, f in layout), key=lambda t: t[1])
+    return sorted(((name, f.offset, f.width) for name, f in layout), key=lambda t: t[1])
 
 
 def _c_value(name: str, value: int) -> str:
@@ -94,7 +93,8 @@ def _defines(core) -> list[tuple[str, int, str]]:
         out.append((f"NDP_{r.name}_RESET", r.reset, ""))
         for f in r.fields:
             p = f"NDP_{r.name}_{f.name}"
-            out += [(p + "_SHIFT", f.lsb, f"[{f.msb}:{f.lsb}] {f.access}: {f.doc}".rstrip(": ")),
+            comment = f"[{f.msb}:{f.lsb}] {f.access}" + (f": {f.doc}" if f.doc else "")
+            out += [(p + "_SHIFT", f.lsb, comment),
                     (p + "_WIDTH", f.width, ""), (p + "_MASK", f.mask, "")]
     for prefix, enum in CODES:
         out += [(f"NDP_{prefix}_{m.name}", int(m), "") for m in enum]
@@ -254,7 +254,7 @@ def export(out_dir, *, what=PARTS, overwrite: bool = False, config_path: str | N
     ``ValueError`` (nothing written) for an unknown part, a file that exists without
     ``overwrite``, a core parameter the core rejects, or ``core`` without ``verilog`` when
     ``ndp_core.v`` is missing from ``out_dir`` or was exported for other parameters."""
-    from ndpdimm.hw.core.ndp_core import ndp_core_from_config, ndp_core_verilog
+    from ndpdimm.hw.core.ndp_core import ndp_core_verilog, silenced_ndp_core
 
     what = tuple(what)
     unknown = [w for w in what if w not in PARTS]
@@ -268,7 +268,7 @@ def export(out_dir, *, what=PARTS, overwrite: bool = False, config_path: str | N
     if existing and not overwrite:
         raise ValueError(f"would overwrite {', '.join(existing)}: give --force to overwrite")
     stamp_params = {**params, **({"config": config_path} if config_path else {})}
-    core = ndp_core_from_config(config_path, **params)   # checks the parameters
+    core = silenced_ndp_core(config_path, **params)   # checks the parameters (layouts, CAPS)
     if "core" in what and "verilog" not in what:
         v = paths["verilog"]
         if not v.exists():

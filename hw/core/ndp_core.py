@@ -86,7 +86,7 @@ from ndpdimm.hw.memory.system import MemorySystem
 from ndpdimm.hw.memory.weight_streamer import WeightStreamer
 from ndpdimm.hw.registers import CSR_DATA_BITS, register
 
-__all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
+__all__ = ["NdpCore", "ndp_core_from_config", "silenced_ndp_core", "ndp_core_verilog", "core_caps"]
 
 (STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT, ACT_READ_PORT, ACT_WRITE_PORT,
  LINK_READ_PORT, LINK_WRITE_PORT) = range(8)
@@ -266,6 +266,18 @@ def ndp_core_from_config(config_path: str | None = None, **params) -> NdpCore:
     arguments, for benches and builds."""
     org, timing = load_dram_config(config_path)
     return NdpCore(org, timing, **params)
+
+
+def silenced_ndp_core(config_path: str | None = None, **params) -> NdpCore:
+    """``ndp_core_from_config`` for a core built only for its parts (layouts, parameters), never
+    elaborated whole: no ``UnusedElaboratable`` warnings for it or its blocks."""
+    core = ndp_core_from_config(config_path, **params)
+    for part in (core, core.memory, core.memory.controller, core.engine, core.streamer, core.dma,
+                 core.feeder, core.writer, core.act, core.act.unit, core.cp, core.link,
+                 core.router, core.relayout):
+        if part is not None:
+            part._MustUse__silence = True
+    return core
 
 
 def ndp_core_verilog(config_path: str | None = None, name: str = "ndp_core", **params) -> str:

