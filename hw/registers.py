@@ -228,7 +228,7 @@ def register(name: str) -> Register:
 
 
 def _field_text(r: Register) -> str:
-    return "; ".join(f"[{_bits(f)}] `{f.name}` {f.doc}" for f in r.fields)
+    return "; ".join(f"[{_bits(f)}] `{f.name}` {f.doc}".rstrip() for f in r.fields)
 
 
 def _bits(f: Field) -> str:
@@ -244,15 +244,14 @@ def markdown() -> str:
              f"All registers are {CSR_DATA_BITS} bits wide at 8-byte aligned byte offsets of the "
              "core's CSR port. Access: `ro` read only, `rw` read/write, `wo` write only, `w1` "
              "a write triggers an action. Privileged registers change only while the core is idle. "
-             f"A register without named fields is one field, `{WHOLE}`, of all {CSR_DATA_BITS} "
-             "bits; unnamed bits read 0.",
+             f"A register declared without fields is one field, `{WHOLE}`, of all "
+             f"{CSR_DATA_BITS} bits; bits outside every field read 0.",
              "", "| offset | name | access | reset | description | fields |",
              "|---|---|---|---|---|---|"]
     for r in REGISTERS:
         access = r.access + (", privileged" if r.privileged else "")
-        fields = "" if r.whole else _field_text(r)
         lines.append(f"| `{r.offset:#05x}` | `{r.name}` | {access} | `{r.reset:#x}` | {r.doc} "
-                     f"| {fields} |")
+                     f"| {_field_text(r)} |")
     return "\n".join(lines) + "\n"
 
 
