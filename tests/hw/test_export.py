@@ -29,6 +29,7 @@ from ndpdimm.hw.export import (
     FILES,
     PARTS,
     TOP,
+    c_header,
     descriptor_layouts,
     export,
     fusesoc_core,
@@ -36,7 +37,7 @@ from ndpdimm.hw.export import (
 )
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.port import Status
-from ndpdimm.hw.registers import REGISTERS, register
+from ndpdimm.hw.registers import REGISTERS, Field, Register, register
 from ndpdimm.sw.cli import main
 
 #: A small build with every descriptor layout (DIMM-Link in).
@@ -287,3 +288,12 @@ def test_output_folder_that_is_a_file(tmp_path, capsys):
     target.write_text("x")
     assert main(["export", "--out-dir", str(target), "--what", "rdl"]) == 2
     assert f"output folder '{target}' is a file" in capsys.readouterr().err
+
+
+def test_names_that_give_one_c_macro_twice_are_refused(core):
+    """CQ + HEAD_ID and CQ_HEAD + ID would both define NDP_CQ_HEAD_ID_SHIFT."""
+    regs = (Register("CQ", 0x0, "ro", "x", fields=(Field("HEAD_ID", 0, 4, "x"),)),
+            Register("CQ_HEAD", 0x8, "ro", "x", fields=(Field("ID", 0, 4, "x"),)))
+    with pytest.raises(ValueError, match="same C macro twice.*NDP_CQ_HEAD_ID_SHIFT"):
+        c_header(core, {}, registers=regs)
+    assert "NDP_CQ_HEAD_ID_SHIFT" in c_header(core, {}, registers=regs[1:])
