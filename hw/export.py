@@ -14,7 +14,9 @@ build of the ``NdpCore`` top (its parameters, e.g. ``n_units``):
   both; this build's ``CAPS`` value (``NDP_BUILD_CAPS``);
 * ``ndp_regs.rdl`` - the register map in SystemRDL 2.0 (one ``addrmap`` of 64-bit registers,
   their fields, software access, reset values and descriptions; ``w1`` registers are
-  ``sw = w`` with ``swmod``, privileged ones carry the user property ``ndp_privileged``);
+  ``sw = w`` with ``swmod``, privileged ones carry the user property ``ndp_privileged``;
+  ``ro`` fields are ``hw = w`` (the core drives them, ``ID`` and ``CAPS`` as constants), the
+  others ``hw = r``);
 * ``ndpdimm.core`` - a FuseSoC CAPI2 core file packaging the Verilog and the header.
 
 Everything comes from ``hw/registers.py``, ``hw/descriptors.py`` (and the enums the
