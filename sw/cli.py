@@ -8,6 +8,7 @@ Subcommands:
   ``bench/speed.py``, ``bench/link.py``, ``sw/scenarios/hermes/bench.py``, ``sw/scenarios/trimoe/bench.py``,
   ``sw/scenarios/rapid/bench.py``, ``sw/sweep/bench.py``)
 * ``ndpdimm verilog`` write the engine's Verilog for a parameter set
+* ``ndpdimm export`` the core's Verilog, C header, SystemRDL and FuseSoC core file (``hw/export.py``)
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/layer/run.py``)
 * ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
@@ -70,6 +71,17 @@ def _check_timeline(args) -> None:
     if getattr(args, "timeline", None) is not None:
         from ndpdimm.cosim.timeline import check_timeline_path
         check_timeline_path(args.timeline)
+
+
+def _export_parts(text):
+    """A comma-separated list of ``ndpdimm export`` parts."""
+    from ndpdimm.hw.export import PARTS
+    parts = [t.strip() for t in text.split(",")]
+    bad = [t for t in parts if t not in PARTS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown part(s) {', '.join(map(repr, bad))}; parts: "
+                                         f"{', '.join(PARTS)}")
+    return tuple(dict.fromkeys(parts))
 
 
 def _core_arguments(p):
@@ -328,6 +340,22 @@ def _parser():
     k_what.add_argument("--clear", action="store_true",
                         help="remove every kind's folder under the root (only a root ndpdimm created)")
 
+
+    x = sub.add_parser("export", help="the NdpCore top's Verilog with its register map as a C "
+                                      "header (ndp_regs.h), SystemRDL (ndp_regs.rdl) and a FuseSoC "
+                                      "core file (ndpdimm.core), for SoC integration")
+    x.add_argument("--out-dir", default="build/export", help="output folder (default build/export)")
+    x.add_argument("--units", type=_positive, default=256, help="GEMV units (default 256)")
+    x.add_argument("--max-batch", type=_positive, default=16, help="max batch (default 16)")
+    x.add_argument("--act-lanes", type=_positive, default=16, help="activation lanes (default 16)")
+    x.add_argument("--link", action="store_true", help="build DIMM-Link in")
+    x.add_argument("--dram-config", default=None, metavar="TOML",
+                   help="DRAM organisation and timing (default DDR4-3200)")
+    x.add_argument("--what", type=_export_parts, default=None, metavar="PART,...",
+                   help="which files: verilog, header, rdl, core (default all; the Verilog of the "
+                        "256-unit core takes minutes)")
+    x.add_argument("--force", action="store_true", help="overwrite files that exist")
+
     v = sub.add_parser("verilog", help="write the GEMV engine Verilog (hierarchical)")
     v.add_argument("--units", type=_positive, default=256)
     v.add_argument("--max-batch", type=_positive, default=16)
@@ -532,6 +560,15 @@ def main(argv=None):
                 print(f"freed {cache.format_bytes(cache.clear_cache())}")
             else:
                 print(cache.cache_report())
+
+
+        elif args.command == "export":
+            from ndpdimm.hw.export import PARTS, export
+            params = {"n_units": args.units, "max_batch": args.max_batch,
+                      "act_lanes": args.act_lanes, "link": args.link}
+            for path in export(args.out_dir, what=args.what or PARTS, overwrite=args.force,
+                               config_path=args.dram_config, **params):
+                print(path)
         elif args.command == "verilog":
             from ndpdimm.hw.gemv.engine import engine_verilog
             text = engine_verilog(n_units=args.units, max_batch=args.max_batch,

@@ -145,14 +145,8 @@ def block_params(block: Block, units: int = DEFAULT_UNITS) -> dict:
 
 def _silenced_core(**core_params):
     """An NdpCore built only for its parts: no UnusedElaboratable warnings for the rest."""
-    from ndpdimm.hw.core.ndp_core import ndp_core_from_config
-    core = ndp_core_from_config(**core_params)
-    for part in (core, core.memory, core.memory.controller, core.engine, core.streamer, core.dma,
-                 core.feeder, core.writer, core.act, core.act.unit, core.cp, core.link,
-                 core.router, core.relayout):
-        if part is not None:
-            part._MustUse__silence = True
-    return core
+    from ndpdimm.hw.core.ndp_core import silenced_ndp_core
+    return silenced_ndp_core(**core_params)
 
 
 def command_processor(**core_params):

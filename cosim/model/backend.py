@@ -236,9 +236,9 @@ class ModelBackend(Backend):
     def _status_word(self) -> int:
         queued = min(len(self._queue) - (self._head is not None), self.config.desc_queue)
         waiting = min(len(self._done), self.config.cq_depth)
-        return (int(self._busy) | queued << 8 | waiting << 16 |
-                int(queued >= self.config.desc_queue) << 32 |
-                int(waiting >= self.config.cq_depth) << 33)
+        return register("STATUS").pack(BUSY=int(self._busy), QUEUED=queued, CQ_WAITING=waiting,
+                                       QUEUE_FULL=int(queued >= self.config.desc_queue),
+                                       CQ_FULL=int(waiting >= self.config.cq_depth))
 
     def csr_read(self, name: str) -> int:
         n = self._register(name).name

@@ -92,6 +92,7 @@ BUILD_ROOT_ENV = OVERRIDES["harness"]
 CXX_OPT = "-Os"
 VERILATOR_OPT = ("-O3",)
 _DONE = "build.done.json"
+_CQ_HEAD = register("CQ_HEAD")
 _FACTORY = "ndpdimm.hw.core.ndp_core:ndp_core_verilog"
 #: The top module Verilator builds (``harness_top_verilog``).
 HARNESS_TOP = "ndp_harness_top"
@@ -739,9 +740,9 @@ class RtlBackend(Backend):
             k = self._lib.ndph_completions(self._h, self._core_index, buf, 64)
             for i in range(k):
                 head, cycles, nbytes, done = buf[4 * i:4 * i + 4]
-                out.append(Completion(id=(head >> 4) & 0xFFF, opcode=(head >> 24) & 0xF,
-                                      status=Status((head >> 16) & 0xFF), cycles=cycles,
-                                      dram_bytes=nbytes, done_cycle=done))
+                f = _CQ_HEAD.unpack(head)
+                out.append(Completion(id=f["ID"], opcode=f["OPCODE"], status=Status(f["STATUS"]),
+                                      cycles=cycles, dram_bytes=nbytes, done_cycle=done))
             if k < 64:
                 return out
 

@@ -175,7 +175,9 @@ class CommandProcessor(wiring.Component):
                      dma_busy_cycles.eq(dma_busy_cycles + self.dma_busy)]
         running = Signal()
         idle = ~running & (dq.level == 0)
-        m.d.comb += [self.busy.eq(~idle), self.irq.eq(cq.r_rdy), self.policy.eq(regs["POLICY"][:2])]
+        policy = register("POLICY").field("ARBITRATION")
+        m.d.comb += [self.busy.eq(~idle), self.irq.eq(cq.r_rdy),
+                     self.policy.eq(regs["POLICY"][policy.bits])]
 
         # CSR: one request per cycle; a read answers in the next cycle (held until taken)
         resp_valid = Signal()
@@ -188,11 +190,13 @@ class CommandProcessor(wiring.Component):
         take = self.csr.valid & self.csr.ready
         status_word = Signal(CSR_DATA_BITS)
         cq_word = Signal(CSR_DATA_BITS)
-        m.d.comb += [status_word[0].eq(~idle), status_word[8:16].eq(dq.level),
-                     status_word[16:32].eq(cq.level), status_word[32].eq(~dq.w_rdy),
-                     status_word[33].eq(~cq.w_rdy),
-                     cq_word[0].eq(cq.r_rdy), cq_word[4:16].eq(cq_head.id),
-                     cq_word[16:24].eq(cq_head.code), cq_word[24:28].eq(cq_head.opcode)]
+        st, ch = register("STATUS"), register("CQ_HEAD")
+        for word, reg, values in (
+                (status_word, st, {"BUSY": ~idle, "QUEUED": dq.level, "CQ_WAITING": cq.level,
+                                   "QUEUE_FULL": ~dq.w_rdy, "CQ_FULL": ~cq.w_rdy}),
+                (cq_word, ch, {"VALID": cq.r_rdy, "ID": cq_head.id, "STATUS": cq_head.code,
+                               "OPCODE": cq_head.opcode})):
+            m.d.comb += [word[reg.field(name).bits].eq(value) for name, value in values.items()]
         read_values = {
             "ID": Const(ID_VALUE, 64), "CAPS": Const(self.caps, 64),
             "CTRL": regs["CTRL"], "STATUS": status_word,
@@ -334,7 +338,8 @@ class CommandProcessor(wiring.Component):
                              Mux(lk.read, LinkOp.READ_REQUEST, LinkOp.WRITE))),
                 lp.dest.eq(lk.dest), lp.remote_addr.eq(lk.remote), lp.local_addr.eq(lk.sram),
                 lp.n_bytes.eq(lk.n_bytes),
-                self.link_my_id.eq(regs["LINK_ID"][:4]), self.link_n_dimms.eq(regs["LINK_ID"][4:9]),
+                self.link_my_id.eq(regs["LINK_ID"][register("LINK_ID").field("MY_ID").bits]),
+                self.link_n_dimms.eq(regs["LINK_ID"][register("LINK_ID").field("N_DIMMS").bits]),
                 self.relayout_desc.payload.as_value().eq(desc[:self.relayout_layout.size]),
                 self.window_base.eq(win_lo), self.window_limit.eq(win_hi),
             ]
@@ -344,7 +349,7 @@ class CommandProcessor(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(regs["CTRL"][0] & dq.r_rdy):
+                with m.If(regs["CTRL"][register("CTRL").field("ENABLE").bits] & dq.r_rdy):
                     m.d.comb += dq.r_en.eq(1)
                     m.d.sync += [desc.eq(dq.r_data), running.eq(1), t_start.eq(cycles),
                                  dram_bytes.eq(0), sent.eq(0), got.eq(0), code.eq(Status.OK)]

@@ -84,9 +84,9 @@ from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
 from ndpdimm.hw.memory.weight_streamer import WeightStreamer
-from ndpdimm.hw.registers import CSR_DATA_BITS
+from ndpdimm.hw.registers import CSR_DATA_BITS, register
 
-__all__ = ["NdpCore", "ndp_core_from_config", "ndp_core_verilog", "core_caps"]
+__all__ = ["NdpCore", "ndp_core_from_config", "silenced_ndp_core", "ndp_core_verilog", "core_caps"]
 
 (STREAMER_PORT, DMA_PORT, FEEDER_PORT, WRITER_PORT, ACT_READ_PORT, ACT_WRITE_PORT,
  LINK_READ_PORT, LINK_WRITE_PORT) = range(8)
@@ -95,9 +95,10 @@ CORE_PHY_PORTS = tuple(p for p in PHY_PORTS if p != "policy")
 
 
 def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0, link=False) -> int:
-    """The ``CAPS`` register value (fields in ``hw/registers.py``)."""
-    return (n_units | (sram_size.bit_length() - 1) << 16 | ranks << 24 | max_batch << 28 |
-            act_lanes << 36 | int(bool(link)) << 48)
+    """The ``CAPS`` register value (its fields in ``hw/registers.py``); ``ValueError`` for a
+    parameter too wide for its field."""
+    return register("CAPS").pack(UNITS=n_units, SRAM_LOG2=sram_size.bit_length() - 1, RANKS=ranks,
+                                 MAX_BATCH=max_batch, ACT_LANES=act_lanes, LINK=int(bool(link)))
 
 
 
@@ -265,6 +266,18 @@ def ndp_core_from_config(config_path: str | None = None, **params) -> NdpCore:
     arguments, for benches and builds."""
     org, timing = load_dram_config(config_path)
     return NdpCore(org, timing, **params)
+
+
+def silenced_ndp_core(config_path: str | None = None, **params) -> NdpCore:
+    """``ndp_core_from_config`` for a core built only for its parts (layouts, parameters), never
+    elaborated whole: no ``UnusedElaboratable`` warnings for it or its blocks."""
+    core = ndp_core_from_config(config_path, **params)
+    for part in (core, core.memory, core.memory.controller, core.engine, core.streamer, core.dma,
+                 core.feeder, core.writer, core.act, core.act.unit, core.cp, core.link,
+                 core.router, core.relayout):
+        if part is not None:
+            part._MustUse__silence = True
+    return core
 
 
 def ndp_core_verilog(config_path: str | None = None, name: str = "ndp_core", **params) -> str:

@@ -54,6 +54,7 @@ from ndpdimm.hw.activation.unit import ONE_F32
 from ndpdimm.hw.descriptors import Opcode
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES
+from ndpdimm.hw.registers import register
 from ndpdimm.sw.driver.buffers import (
     GEMV_OPS,
     SRAM_ALIGN,
@@ -105,9 +106,10 @@ class CoreStatus:
 
     @classmethod
     def decode(cls, word: int) -> CoreStatus:
-        return cls(busy=bool(word & 1), queued=(word >> 8) & 0xFF,
-                   completions_waiting=(word >> 16) & 0xFFFF, queue_full=bool(word >> 32 & 1),
-                   completion_queue_full=bool(word >> 33 & 1), raw=word)
+        f = register("STATUS").unpack(word)
+        return cls(busy=bool(f["BUSY"]), queued=f["QUEUED"], completions_waiting=f["CQ_WAITING"],
+                   queue_full=bool(f["QUEUE_FULL"]), completion_queue_full=bool(f["CQ_FULL"]),
+                   raw=word)
 
 
 @dataclass
@@ -418,7 +420,7 @@ class Dimm(Kernels):
             raise ValueError(f"n_dimms must be 1..16, got {n_dimms!r}")
         if not (isinstance(dimm_id, int) and 0 <= dimm_id < n_dimms):
             raise ValueError(f"dimm_id must be 0..{n_dimms - 1}, got {dimm_id!r}")
-        self.backend.csr_write("LINK_ID", dimm_id | n_dimms << 4)
+        self.backend.csr_write("LINK_ID", register("LINK_ID").pack(MY_ID=dimm_id, N_DIMMS=n_dimms))
 
     def fence(self, label: str = "FENCE") -> Descriptor:
         return self.descriptor(Opcode.FENCE, {}, label)

@@ -178,11 +178,12 @@ class NdpCoreTB:
     async def completion(self, timeout=400000):
         for _ in range(timeout // 8):
             head = await self.read("CQ_HEAD")
-            if head & 1:
+            f = register("CQ_HEAD").unpack(head)
+            if f["VALID"]:
                 cycles = await self.read("CQ_CYCLES")
                 await self.write("CQ_POP", 1)
-                return {"id": (head >> 4) & 0xFFF, "code": Status((head >> 16) & 0xFF),
-                        "opcode": (head >> 24) & 0xF, "cycles": cycles}
+                return {"id": f["ID"], "code": Status(f["STATUS"]), "opcode": f["OPCODE"],
+                        "cycles": cycles}
         raise AssertionError("no completion")
 
     async def run(self, layout, fields, want=Status.OK):

@@ -110,6 +110,7 @@ from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES, Status, memory_request_layout
 from ndpdimm.hw.memory.rank_scheduler import DramCommand
+from ndpdimm.hw.registers import register
 
 __all__ = ["CoreModel", "RandomCoreTB", "ACT_OPCODES", "expected_status"]
 
@@ -265,11 +266,12 @@ class RandomCoreTB(NdpCoreTB, DescriptorPlanner):
     async def collect(self, polls=200000):
         for _ in range(polls):
             head = await self.read("CQ_HEAD")
-            if head & 1:
+            f = register("CQ_HEAD").unpack(head)
+            if f["VALID"]:
                 dram_bytes = await self.read("CQ_DRAM_BYTES")
                 await self.write("CQ_POP", 1)
-                return {"id": (head >> 4) & 0xFFF, "code": (head >> 16) & 0xFF,
-                        "opcode": (head >> 24) & 0xF, "dram_bytes": dram_bytes}
+                return {"id": f["ID"], "code": f["STATUS"], "opcode": f["OPCODE"],
+                        "dram_bytes": dram_bytes}
         raise AssertionError("no completion")
 
 
@@ -319,11 +321,12 @@ class RandomCoreTB(NdpCoreTB, DescriptorPlanner):
             await self.push(d.word)
         for _ in range(100000):
             st = await self.read("STATUS")
-            if (st >> 33) & 1:
+            status = register("STATUS").unpack(st)
+            if status["CQ_FULL"]:
                 break
         else:
             raise AssertionError(f"completion queue never filled: STATUS {st:#x}")
-        assert (st >> 16) & 0xFFFF == QUEUE_DEPTH and (st >> 8) & 0xFF == 0, f"STATUS {st:#x}"
+        assert status["CQ_WAITING"] == QUEUE_DEPTH and status["QUEUED"] == 0, f"STATUS {st:#x}"
         for d in rest:
             await self.push(d.word)
         await ClockCycles(self.dut.clk, 200)

@@ -23,6 +23,7 @@ from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.rtl.benches.core import NdpCoreTB
 from ndpdimm.hw.memory.port import Status
+from ndpdimm.hw.registers import register
 
 
 class ReplayTB(NdpCoreTB):
@@ -40,14 +41,14 @@ class ReplayTB(NdpCoreTB):
         self.outstanding += 1
 
     async def collect(self):
-        head = await self.read("CQ_HEAD")
-        assert head & 1, "irq was high but CQ_HEAD holds no completion"
+        head = register("CQ_HEAD").unpack(await self.read("CQ_HEAD"))
+        assert head["VALID"], "irq was high but CQ_HEAD holds no completion"
         cycles = await self.read("CQ_CYCLES")
         nbytes = await self.read("CQ_DRAM_BYTES")
         await self.write("CQ_POP", 1)
         self.outstanding -= 1
-        self.completions.append({"id": (head >> 4) & 0xFFF, "opcode": (head >> 24) & 0xF,
-                                 "status": Status((head >> 16) & 0xFF).name, "cycles": cycles,
+        self.completions.append({"id": head["ID"], "opcode": head["OPCODE"],
+                                 "status": Status(head["STATUS"]).name, "cycles": cycles,
                                  "dram_bytes": nbytes})
 
     async def drain(self):

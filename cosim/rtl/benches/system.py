@@ -61,6 +61,7 @@ from ndpdimm.hw.link.formats import LinkConfig
 from ndpdimm.hw.link.port import LINK_COUNTERS, PHY_COUNTERS
 from ndpdimm.hw.link.transaction import DRAM_SPACE
 from ndpdimm.hw.memory.port import Status
+from ndpdimm.hw.registers import register
 
 #: Largest |RTL - model| / RTL accepted for a single link descriptor on a quiet system.
 MODEL_TOLERANCE = 0.10
@@ -129,7 +130,7 @@ class LinkSystemTB:
         cocotb.start_soon(self._wires())
         for i, tb in enumerate(self.cores):
             await tb.open()
-            await tb.write("LINK_ID", i | self.n << 4)
+            await tb.write("LINK_ID", register("LINK_ID").pack(MY_ID=i, N_DIMMS=self.n))
         for _ in range(20_000):
             if all(int(getattr(self.dut, end + "link_up").value) for end in self.ends):
                 return
