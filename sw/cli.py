@@ -119,12 +119,14 @@ def _parser():
     b = sub.add_parser("bench", help="performance figures from the RTL as JSON: GEMV engine "
                                      "MACs/cycle (gemv_engine) and GEMV streaming from DRAM vs the "
                                      "DIMM's peak bandwidth (dram_gemv)")
-    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "cosim", "fuzz", "dimm_link", "hermes",
+    b.add_argument("--suite", choices=("gemv_engine", "dram_gemv", "dram_trace", "cosim", "fuzz", "dimm_link", "hermes",
                                        "trimoe", "rapid", "sweep", "all"),
                    default="all",
                    help="which benchmark (default all); cosim: simulation speed of the backends "
                         "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
-                        "(bench/speed.py); fuzz: the descriptor fuzzer on the harness, descriptors/s, into "
+                        "(bench/speed.py); dram_trace: 64 B address streams (weight stream, random, "
+                        "stream + host reads, row gathers, a trace file) replayed through the "
+                        "memory-system RTL (bench/dram_trace.py); fuzz: the descriptor fuzzer on the harness, descriptors/s, into "
                         "cosim.json's fuzz section; dimm_link: link goodput, latency and goodput "
                         "under bit errors (bench/link.py); hermes: tokens/s of every system "
                         "for every model (sw/scenarios/hermes/bench.py); trimoe: MoE layer latency of every "
@@ -147,6 +149,12 @@ def _parser():
     b.add_argument("--points-file", default=None,
                    help="dram_gemv: JSON list of points to run instead of the default set "
                         "(see bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
+    b.add_argument("--bursts", type=_positive, default=40000,
+                   help="dram_trace: NDP bursts per generated stream (default 40000; random: half)")
+    b.add_argument("--trace", default=None,
+                   help="dram_trace: also replay this trace file (lines cycle,address,R|W,host|ndp)")
+    b.add_argument("--policy", choices=("fair", "host_first", "ndp_first"), default="fair",
+                   help="dram_trace: host/NDP arbitration policy (default fair)")
     b.add_argument("--fuzz-count", type=_positive, default=100_000,
                    help="fuzz: descriptors fuzzed (default 100000)")
     b.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
@@ -446,6 +454,12 @@ def main(argv=None):
                                         ("jobs", args.jobs), ("points_file", args.points_file))
                       if v is not None}
                 run_dram_bench(out=f"{args.out_dir}/dram_gemv.json", **kw)
+            if args.suite in ("dram_trace", "all"):
+                from ndpdimm.bench.dram_trace import load_trace, run_trace_bench
+                if args.trace:
+                    load_trace(args.trace)          # a bad file fails before any simulation
+                run_trace_bench(bursts=args.bursts, trace_file=args.trace, policy=args.policy,
+                                out=f"{args.out_dir}/dram_trace.json")
         elif args.command == "fuzz":
             return _fuzz(args)
         elif args.command == "run-layer":

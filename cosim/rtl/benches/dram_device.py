@@ -59,6 +59,7 @@ class DramDevice:
         self.read_due = defaultdict(list)      # cycle -> [(rank, data int)]
         self.write_due = defaultdict(list)     # cycle -> [(rank, coord)]
         self.counts = {k: 0 for k in DramCommand if k != DramCommand.NOP}
+        self.refs_per_rank = [0] * self.ranks
         self.bursts_read = self.bursts_written = 0
         self.first_data = self.last_data = None  # cycles of the first/last data burst
         self.running = False
@@ -89,6 +90,7 @@ class DramDevice:
                         self.write_due[c + t.CWL].append((r, coord))
                     elif kind == DramCommand.REF:
                         model.command(c, "REF", r)
+                        self.refs_per_rank[r] += 1
                     else:
                         model.command(c, kind.name, r, coord.bank_group, coord.bank, coord.row)
             elif c % 256 == 0:
