@@ -49,8 +49,9 @@ __all__ = ["stream_traces", "load_trace", "summarise", "run_trace_bench", "repla
 
 FACTORY = "ndpdimm.hw.memory.system:memory_system_from_config"
 BENCH = "ndpdimm.cosim.rtl.benches.dram_trace"
-#: Same parameters as the memory-system tests (one NDP client), so the build is shared.
-PARAMS = {"n_clients": 1}
+#: One NDP client; refresh aligned over the ranks like the NDP core's memory system
+#: (``hw/core/ndp_core.py``): staggered refresh stalls a lock-step stream once per rank.
+PARAMS = {"n_clients": 1, "refresh": "aligned"}
 UNITS, ROWS, COLS = 256, 4096, 4096
 SEED = 2027
 HOST_EVERY = 20
@@ -212,7 +213,7 @@ def run_trace_bench(bursts: int = 40000, trace_file=None, policy: str = "fair",
         **bench_header("dram_trace", f"ndpdimm bench --suite dram_trace --bursts {bursts}"
                        + (f" --trace {trace_file}" if trace_file else "")),
         "design": {"rtl": "MemorySystem (hw/memory/system.py), 1 NDP client x 2 lanes + host port",
-                   "rank_queue_depth": RANK_QUEUE_DEPTH, "policy": policy, "refresh": "staggered",
+                   "rank_queue_depth": RANK_QUEUE_DEPTH, "policy": policy, "refresh": PARAMS["refresh"],
                    "dram_config": "hw/configs/ddr4-3200.toml", "ranks": org.ranks,
                    "tRFC": timing.tRFC, "tREFI": timing.tREFI},
         "figure_of_merit": "bytes of the measured source (NDP, or host if the trace has no NDP "
