@@ -161,8 +161,11 @@ class _Placement:
     qkv_share: np.ndarray                  # [L] share of QKV rows on the GPU
 
 
-def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False):
-    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally."""
+def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
+             kernels=None):
+    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally. ``kernels``: a
+    :class:`~ndpdimm.sw.sampling.record.KernelLog` that gets every NDP kernel invocation costed
+    (the DIMM-Link merges excepted: they are not NDP-core kernels), for ``--rtl-samples``."""
     tl = _Tally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     on_gpu, dimm = place.on_gpu.copy(), place.dimm.copy()
@@ -215,6 +218,8 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                       "ndp": float(ndp_mlp.max()), "link": merge_s if k.sum() else 0.0})
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
+            if kernels is not None:
+                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k)
             tl.ndp_busy += float(ndp_mlp.sum()) + \
                 (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
                 costs.attention.seconds(c) * pairs
@@ -267,6 +272,22 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                         tl.add({"migration": per * len(moves) / 2})
             remap_window[:] = 0
     return tl
+
+
+def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_dimm):
+    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``_ndp_run`` charged."""
+    m, B, H = sh.model, sh.batch, sh.H
+    if ndp_rows:
+        kernels.add("qkv_dense", {"rows": ndp_rows, "hidden": H, "batch": B},
+                    costs.dense.cycles(ndp_rows), count=dimms)
+    kernels.add("attention", {"context": context, "head_dim": m.head_dim,
+                              "group": m.heads // m.kv_heads},
+                costs.attention.cycles(context), count=pairs)
+    n = costs.neuron
+    for k, count in zip(*np.unique(per_dimm[per_dimm > 0], return_counts=True)):
+        kernels.add("cold_mlp", {"k": int(k), "hidden": H, "batch": B, "dtype": cfg.cold_dtype,
+                                 "gated": m.mlp == "gated"},
+                    n.fixed_cycles + n.per_neuron_cycles * int(k), count=int(count))
 
 
 def _adjust(on_gpu, dimm, window, max_swaps, margin):
