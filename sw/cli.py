@@ -57,6 +57,29 @@ def _positive_float(text):
     return value
 
 
+def _non_negative(text):
+    """An int >= 0 (a sample count, a worker count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
+    return value
+
+
+def _rtl_sample_arguments(p):
+    """Sampled RTL co-simulation of a scenario run (``sw/sampling/``)."""
+    p.add_argument("--rtl-samples", type=_non_negative, default=0, metavar="N",
+                   help="replay N of the run's NDP kernel invocations (stratified by kind) on the "
+                        "RTL of the same core and print the RTL/model ratio with 95 %% intervals "
+                        "beside the model's NDP time (default 0: none; the first use of a core "
+                        "builds its harness: minutes at 16 units, 12+ at 256)")
+    p.add_argument("--rtl-seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--rtl-workers", type=_non_negative, default=2,
+                   help="Dask worker processes for the replays (default 2; 0: in this process)")
+
+
 def _core_arguments(p):
     """The NDP core a scenario measures its kernels on, and on which backend."""
     p.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
@@ -64,6 +87,11 @@ def _core_arguments(p):
     p.add_argument("--backend", choices=("model", "rtl"), default="model",
                    help="where NDP kernel cycles come from (rtl: the Verilated core; needs a "
                         "small --units, e.g. 16, and --act-lanes 16)")
+
+
+def _rtl_sample_kwargs(args) -> dict:
+    return {"rtl_samples": args.rtl_samples, "rtl_seed": args.rtl_seed,
+            "rtl_workers": args.rtl_workers}
 
 
 def _parser():
@@ -169,6 +197,7 @@ def _parser():
     h.add_argument("--batch", type=_positive, default=1, help="sequences per decode step, 1..16")
     h.add_argument("--dimms", type=_positive, default=None, help="NDP-DIMMs (default: the hardware file's)")
     _core_arguments(h)
+    _rtl_sample_arguments(h)
     h.add_argument("--prompt", type=_positive, default=512, help="prompt tokens (default 512)")
     h.add_argument("--tokens", type=_positive, default=64, help="decode steps simulated (default 64)")
     h.add_argument("--sample-layers", type=_positive, default=4,
@@ -205,6 +234,7 @@ def _parser():
                    help="steps of the profiling trace that warm the EMA and GPU residency (default 8)")
     t.add_argument("--sample-layers", type=_positive, default=4, help="MoE layers simulated (default 4)")
     _core_arguments(t)
+    _rtl_sample_arguments(t)
     t.add_argument("--trace", default=None, help="replay a recorded routing trace (.npz)")
     t.add_argument("--skew", type=float, default=1.0, help="Zipf exponent within each expert class")
     t.add_argument("--hot-mass", type=float, default=0.45, help="share of routed tokens to hot experts")
@@ -426,7 +456,7 @@ def main(argv=None):
                                cold_dtype="int8" if args.cold_int8 else "fp16",
                                seed=args.seed)
             hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
-                           trace_file=args.trace)
+                           trace_file=args.trace, **_rtl_sample_kwargs(args))
         elif args.command == "trimoe":
             if args.check:
                 from ndpdimm.sw.scenarios.trimoe.check import trimoe_check_command

@@ -31,7 +31,15 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.sampling.kernels import replay
 from ndpdimm.sw.sampling.record import KernelLog
-from ndpdimm.sw.sampling.stats import CONFIDENCE, METHOD, Draw, draw, reestimate, t_interval
+from ndpdimm.sw.sampling.stats import (
+    CONFIDENCE,
+    METHOD,
+    Draw,
+    check_samples_request,
+    draw,
+    reestimate,
+    t_interval,
+)
 
 __all__ = ["replay_one", "rtl_check", "format_rtl_check", "same_bits"]
 
@@ -107,8 +115,7 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
               workers: int = 2, scheduler: str | None = None, say=print) -> dict:
     """Draw ``n`` of ``log``'s invocations, replay them on ``backend`` and estimate (see the
     module docstring and ``sw/sampling/stats.py``); the ``rtl_samples`` JSON block."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be an int >= 0, got {workers!r}")
+    check_samples_request(n, seed, workers)
     t0 = time.perf_counter()
     draws = draw(log, n, seed)
     say(f"[rtl-samples] {n} of {log.invocations():,} NDP kernel invocations, stratified by kind "
@@ -180,12 +187,12 @@ def format_rtl_check(r: dict) -> str:
     t = r["ndp_time"]
     model_ms = 1e3 * t["model_seconds"]
     if t["rtl_seconds"] is None:
-        lines.append(f"NDP time: model {model_ms:.2f} ms; RTL-anchored: {t['note']}")
+        lines.append(f"NDP kernel time (all DIMMs): model {model_ms:.2f} ms; RTL-anchored: {t['note']}")
     elif t["half_width"] is None:
-        lines.append(f"NDP time: model {model_ms:.2f} ms; RTL-anchored {1e3 * t['rtl_seconds']:.2f}"
+        lines.append(f"NDP kernel time (all DIMMs): model {model_ms:.2f} ms; RTL-anchored {1e3 * t['rtl_seconds']:.2f}"
                      f" ms (a kind has n < 2: no interval)")
     else:
-        lines.append(f"NDP time: model {model_ms:.2f} ms; RTL-anchored {1e3 * t['rtl_seconds']:.2f}"
+        lines.append(f"NDP kernel time (all DIMMs): model {model_ms:.2f} ms; RTL-anchored {1e3 * t['rtl_seconds']:.2f}"
                      f" ms, 95 % interval [{1e3 * t['low_seconds']:.2f}, "
                      f"{1e3 * t['high_seconds']:.2f}] ms (+-{100 * t['relative_half_width']:.2f} %)")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ndpdimm.sw.sampling.record import KernelLog
 
-__all__ = ["Draw", "allocate", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
+__all__ = ["Draw", "check_samples_request", "allocate", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
 
 CONFIDENCE = 0.95
 
@@ -54,6 +54,14 @@ class Draw:
 def _t(df: float) -> float:
     from scipy.stats import t
     return float(t.ppf(0.5 + CONFIDENCE / 2, df))
+
+
+def check_samples_request(n: int, seed: int, workers: int) -> None:
+    """``ValueError`` naming the bad value of a ``--rtl-samples`` request (0 samples: none)."""
+    for name, v, low in (("rtl_samples", n, 0), ("rtl_seed", seed, None), ("rtl_workers", workers, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or (low is not None and v < low):
+            raise ValueError(f"{name} must be an int{'' if low is None else f' >= {low}'}, "
+                             f"got {v!r}")
 
 
 def allocate(totals: dict, n: int) -> dict:
