@@ -279,6 +279,7 @@ def _parser():
     q.add_argument("--backend", choices=("model", "rtl"), default="model",
                    help="where the NDP attention cycles come from (rtl: the Verilated core, "
                         "16 units by default; default model)")
+    _rtl_sample_arguments(q)
     q.add_argument("--units", type=_positive, default=None,
                    help="GEMV units of the NDP core (default 256 on model, 16 on rtl)")
     q.add_argument("--ndp-dimms", type=_positive, default=None,
@@ -474,7 +475,7 @@ def main(argv=None):
                                temporal_correlation=args.temporal_correlation, alpha=args.alpha,
                                theta_hot=args.theta_hot, systems=systems, seed=args.seed,
                                link_ber=args.link_ber)
-            trimoe_command(cfg, out_dir=args.out_dir)
+            trimoe_command(cfg, out_dir=args.out_dir, **_rtl_sample_kwargs(args))
         elif args.command == "rapid":
             from ndpdimm.sw.scenarios.rapid.report import rapid_command
             from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
@@ -488,7 +489,8 @@ def main(argv=None):
                               trace=args.trace, kv_path=args.kv_path, mode=args.mode,
                               ndp=not args.no_ndp, backend=args.backend, units=args.units,
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
-            rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace)
+            rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace,
+                          **_rtl_sample_kwargs(args))
         elif args.command == "sweep":
             from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
             from ndpdimm.sw.sweep.run import load_sweep, run_sweep

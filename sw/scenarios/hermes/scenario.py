@@ -324,7 +324,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     if cfg.cold_dtype == "int8":
         extra["cold_int8"] = _int8_error()
     extra["ndp_kernels"] = {"system": "hermes", "backend": costs.backend,
-                            "kinds": kernels.summary(),
+                            "kinds": kernels.summary(), "ndp_busy_seconds": runs["hermes"].ndp_busy,
                             "note": "every NDP-core kernel the Hermes system's decode charged "
                                     "(DIMM-Link merges excepted), cycles as charged"}
     if rtl_samples:

@@ -208,9 +208,12 @@ def write_report(r: dict, out_dir, name="rapid") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out, name)
 
 
-def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None) -> dict:
+def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, rtl_samples: int = 0,
+                  rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
     """Run, print, write (see the module docstring); returns the result. The model, node and
-    trace (workload or trace file) are loaded first, so a bad one fails before any simulation."""
+    trace (workload or trace file) are loaded first, so a bad one fails before any simulation.
+    ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the NDP
+    tier's attention (``sw/sampling/``)."""
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
     from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
     from ndpdimm.sw.scenarios.rapid.workload import save_trace as write_trace
@@ -220,8 +223,12 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None) -> dic
     trace = _trace(cfg, cfg.pattern)
     if save_trace is not None:
         log(f"wrote {write_trace(trace, save_trace)} ({len(trace)} requests of {trace.name})")
-    r = run_rapid(cfg, log=log)
+    r = run_rapid(cfg, log=log, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
+                  rtl_workers=rtl_workers)
     log(format_report(r))
+    if "rtl_samples" in r:
+        from ndpdimm.sw.sampling.replay import format_rtl_check
+        log(format_rtl_check(r["rtl_samples"]))
     for f in write_report(r, out_dir):
         log(f"wrote {f}")
     return r

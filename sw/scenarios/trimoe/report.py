@@ -15,6 +15,7 @@ placement over the steps of the first sampled layer (TriMoE).
 from pathlib import Path
 
 from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 
 __all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
@@ -135,8 +136,10 @@ def write_report(r: dict, out_dir, name="trimoe") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
-def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict:
-    """Run, print, write (see the module docstring); returns the result."""
+def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, rtl_samples: int = 0,
+                   rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
+    """Run, print, write (see the module docstring); returns the result. ``rtl_samples`` (with
+    ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run (``sw/sampling/``)."""
     done = {}
 
     def progress(system, step, steps):
@@ -145,8 +148,11 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print) -> dict
             log(f"  {system}: step {step}/{steps}")
 
     log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
-    r = run_trimoe(cfg, progress=progress)
+    r = run_trimoe(cfg, progress=progress, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
+                   rtl_workers=rtl_workers, log=log)
     log(format_report(r))
+    if "rtl_samples" in r:
+        log(format_rtl_check(r["rtl_samples"]))
     for f in write_report(r, out_dir):
         log(f"wrote {f}")
     return r
