@@ -106,6 +106,9 @@ def _parser():
                    help="run the real-layer demo instead (the options below apply to it)")
     d.add_argument("--model", default="llama2-70b", help="full-size model of the Hermes demo")
     d.add_argument("--out-dir", default="build/demo", help="Hermes demo output folder")
+    d.add_argument("--rtl-samples", type=_non_negative, default=6, metavar="N",
+                   help="Hermes demo step 3: replay N of a 16-unit run's NDP kernels on the RTL "
+                        "(default 6; 0 skips the step)")
     d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
     d.add_argument("--batch", type=_positive, default=2, help="tokens per GEMV batch (default 2)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
@@ -376,7 +379,8 @@ def main(argv=None):
             if args.threshold < 0:
                 raise ValueError(f"threshold must be >= 0, got {args.threshold}")
             from ndpdimm.sw.scenarios.hermes.demo import run_hermes_demo
-            return run_hermes_demo(out_dir=args.out_dir, model=args.model)
+            return run_hermes_demo(out_dir=args.out_dir, model=args.model,
+                                   rtl_samples=args.rtl_samples)
         elif args.command == "demo":
             from ndpdimm.sw.layer.engine_demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,

@@ -57,17 +57,15 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: str = "rtl") -> dict:
     """One invocation on the model backend (golden results) and on ``backend`` (see the module
     docstring): cycles, bit-exactness and wall seconds."""
-    out = {}
-    results = {}
-    for name, kw in (("model", {"functional": True}), (backend, {})):
+    out, results = {}, {}
+    for role, name, kw in (("model", "model", {"functional": True}), ("rtl", backend, {})):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the model's UncalibratedWarning: said once
             with Dimm(name, core, **kw) as dimm:
-                cycles, results[name] = replay(dimm, kind, params, seed)
-        out[f"{'model' if name == 'model' else 'rtl'}_backend_cycles"] = cycles
-        out[f"{'model' if name == 'model' else 'rtl'}_seconds"] = time.perf_counter() - t0
-    gold, got = results["model"], results[backend]
+                out[f"{role}_backend_cycles"], results[role] = replay(dimm, kind, params, seed)
+        out[f"{role}_seconds"] = time.perf_counter() - t0
+    gold, got = results["model"], results["rtl"]
     out["bit_exact"] = len(gold) == len(got) and all(same_bits(a, b) for a, b in zip(gold, got))
     out["outputs_checked"] = len(gold)
     return out

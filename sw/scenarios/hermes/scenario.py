@@ -328,7 +328,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                             "note": "every NDP-core kernel the Hermes system's decode charged "
                                     "(DIMM-Link merges excepted), cycles as charged"}
     if rtl_samples:
-        from ndpdimm.sw.sampling.replay import rtl_check      # imports the scenarios' recipes
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
         extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, costs.core,
                                          workers=rtl_workers, say=log)
     return {

@@ -315,7 +315,7 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, rtl_samples: int = 0, 
                                         "context, cycles as charged (the line is linear in the "
                                         "context, so the total is exact)"}
     if rtl_samples:
-        from ndpdimm.sw.sampling.replay import rtl_check      # imports the scenarios' recipes
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
         extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, _core(cfg),
                                          workers=rtl_workers, say=log or print)
     out = {

@@ -546,7 +546,7 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
         if not kernels.invocations():
             raise ValueError("--rtl-samples needs the trimoe system (with its NDP-DIMMs) in "
                              f"--systems, got {','.join(cfg.systems)}")
-        from ndpdimm.sw.sampling.replay import rtl_check      # imports the scenarios' recipes
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
         extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, core,
                                          workers=rtl_workers, say=log)
     base = results.get("gpu_only")

@@ -26,7 +26,7 @@ SHAPES = {"cold_mlp": {"k": 12, "hidden": 128, "batch": 2, "dtype": "fp16", "gat
 # a gated model small enough for the 16 KiB SRAM of the test core
 TINY_GATED = """name = "tiny-gated"
 source = "test model (tests/sw/sampling/test_replay.py)"
-nominal_params_b = 0.003
+nominal_params_b = 0.00062
 hidden = 128
 layers = 2
 heads = 4
