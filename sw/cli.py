@@ -33,12 +33,13 @@ Bad arguments exit with status 2 and a one-line reason before any simulation sta
 import argparse
 import sys
 
-from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.arguments import non_negative_int, positive_int
 
 __all__ = ["main"]
 
 
 _positive = positive_int
+_non_negative = non_negative_int
 # ndpdimm.sw.scenarios.rapid.scenario imports torch (seconds): its choices are repeated here so that parsing stays
 # fast; tests/sw/scenarios/rapid/test_report.py checks they equal rapid.MODES, PATTERNS and KV_PATHS.
 RAPID_MODES = ("static", "dynamic-power", "dynamic", "all")
@@ -54,17 +55,6 @@ def _positive_float(text):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _non_negative(text):
-    """An int >= 0 (a sample count, a worker count)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
     return value
 
 

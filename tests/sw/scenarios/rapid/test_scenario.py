@@ -376,3 +376,17 @@ def test_ndp_tier_timing_comes_from_the_rtl_backend_when_asked():
 def test_config_dataclass_round_trips_through_asdict():
     cfg = RapidConfig(workload="long-context", pattern="steady", duration_s=30.0)
     assert RapidConfig(**dataclasses.asdict(cfg)) == cfg
+
+
+def test_the_ndp_attention_is_logged_for_rtl_samples():
+    """The first NDP system's attention kernels are in the kernel log (``--rtl-samples``): per
+    iteration, batch x layers x K/V heads invocations, charged the attention line at the
+    batch's mean context; sampling without the NDP tier is refused."""
+    r = run_rapid(RapidConfig(duration_s=10.0, mode="static", ttft_slo_s=1.0))
+    log = r["ndp_kernels"]
+    assert log["system"].endswith("+ndp") and set(log["kinds"]) == {"attention"}
+    m = r["model"]
+    assert log["kinds"]["attention"]["invocations"] % (m["layers"] * m["kv_heads"]) == 0
+    assert log["kinds"]["attention"]["model_cycles"] > 0
+    with pytest.raises(ValueError, match="drop --no-ndp"):
+        run_rapid(RapidConfig(duration_s=10.0, ndp=False), rtl_samples=2)

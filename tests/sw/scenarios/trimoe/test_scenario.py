@@ -228,3 +228,13 @@ def test_bad_link_ber(tmp_path):
         with pytest.raises(ValueError, match="link_ber"):
             TriMoeConfig(link_ber=v)
     assert main(["trimoe", "--link-ber", "2", "--out-dir", str(tmp_path)]) == 2
+
+
+def test_the_ndp_expert_executions_are_logged_for_rtl_samples(small_run, small_model):
+    """Every NDP execution of the trimoe system is in the kernel log (``--rtl-samples``), each
+    charged the uncontended cycles of its cost; a sample without the trimoe system is refused."""
+    log = small_run["ndp_kernels"]
+    assert log["system"] == "trimoe" and set(log["kinds"]) == {"expert"}
+    assert log["kinds"]["expert"]["invocations"] == small_run["systems"]["trimoe"]["executions"]["ndp"]
+    with pytest.raises(ValueError, match="needs the trimoe system"):
+        run_trimoe(_cfg(small_model, systems=("gpu_only",)), rtl_samples=2)
