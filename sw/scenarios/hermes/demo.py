@@ -18,8 +18,8 @@
    invocations replayed on the 16-unit RTL that step 1 built (``sw/sampling/``, on a Dask
    LocalCluster of 2 workers), each bit-exact against the golden model; prints the RTL/model
    ratio per kernel kind and the NDP time re-estimated with its 95 % interval beside the
-   model's; ``rtl_samples/hermes.json``. Adds about a minute and a half on an idle machine
-   (six full-size replays of 5-10 s each on two workers, and the 16-unit run itself).
+   model's; ``rtl_samples/hermes.json``. Adds about a minute (60 s measured: the 16-unit
+   run and six full-size replays on two workers, 39 s of it).
 
 Everything lands in ``out_dir`` (``build/demo``). Returns 0 when step 1 was
 bit-exact and within tolerance (and step 3's replays bit-exact), 1 otherwise.
