@@ -46,7 +46,7 @@ bench: $(VENV)/.installed ## benchmarks, results into bench/results/
 	$(WITH_TOOLS) $(VENV)/bin/ndpdimm bench
 
 demo: $(VENV)/.installed ## end-to-end demo
-	$(WITH_TOOLS) $(VENV)/bin/ndpdimm demo
+	$(WITH_TOOLS) $(VENV)/bin/ndpdimm demo --rtl-samples 6
 
 synth: $(VENV)/.installed ## area report (Yosys + NanGate45) into synth/reports/
 	$(WITH_TOOLS) $(VENV)/bin/ndpdimm synth

@@ -36,12 +36,13 @@ Bad arguments exit with status 2 and a one-line reason before any simulation sta
 import argparse
 import sys
 
-from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.arguments import non_negative_int, positive_int
 
 __all__ = ["main"]
 
 
 _positive = positive_int
+_non_negative = non_negative_int
 # ndpdimm.sw.scenarios.rapid.scenario imports torch (seconds): its choices are repeated here so that parsing stays
 # fast; tests/sw/scenarios/rapid/test_report.py checks they equal rapid.MODES, PATTERNS and KV_PATHS.
 RAPID_MODES = ("static", "dynamic-power", "dynamic", "all")
@@ -84,6 +85,18 @@ def _export_parts(text):
     return tuple(dict.fromkeys(parts))
 
 
+def _rtl_sample_arguments(p):
+    """Sampled RTL co-simulation of a scenario run (``sw/sampling/``)."""
+    p.add_argument("--rtl-samples", type=_non_negative, default=0, metavar="N",
+                   help="replay N of the run's NDP kernel invocations (stratified by kind) on the "
+                        "RTL of the same core and print the RTL/model ratio with 95 %% intervals "
+                        "beside the model's NDP time (default 0: none; the first use of a core "
+                        "builds its harness: minutes at 16 units, 12+ at 256)")
+    p.add_argument("--rtl-seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--rtl-workers", type=_non_negative, default=2,
+                   help="Dask worker processes for the replays (default 2; 0: in this process)")
+
+
 def _core_arguments(p):
     """The NDP core a scenario measures its kernels on, and on which backend."""
     p.add_argument("--units", type=_positive, default=256, help="GEMV multiplier units per NDP core")
@@ -91,6 +104,11 @@ def _core_arguments(p):
     p.add_argument("--backend", choices=("model", "rtl"), default="model",
                    help="where NDP kernel cycles come from (rtl: the Verilated core; needs a "
                         "small --units, e.g. 16, and --act-lanes 16)")
+
+
+def _rtl_sample_kwargs(args) -> dict:
+    return {"rtl_samples": args.rtl_samples, "rtl_seed": args.rtl_seed,
+            "rtl_workers": args.rtl_workers}
 
 
 def _parser():
@@ -105,6 +123,9 @@ def _parser():
                    help="run the real-layer demo instead (the options below apply to it)")
     d.add_argument("--model", default="llama2-70b", help="full-size model of the Hermes demo")
     d.add_argument("--out-dir", default="build/demo", help="Hermes demo output folder")
+    d.add_argument("--rtl-samples", type=_non_negative, default=6, metavar="N",
+                   help="Hermes demo step 3: replay N of a 16-unit run's NDP kernels on the RTL "
+                        "(default 6; 0 skips the step)")
     d.add_argument("--units", type=_positive, default=16, help="GEMV units of the simulated engine (default 16)")
     d.add_argument("--batch", type=_positive, default=2, help="tokens per GEMV batch (default 2)")
     d.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
@@ -205,6 +226,7 @@ def _parser():
     h.add_argument("--batch", type=_positive, default=1, help="sequences per decode step, 1..16")
     h.add_argument("--dimms", type=_positive, default=None, help="NDP-DIMMs (default: the hardware file's)")
     _core_arguments(h)
+    _rtl_sample_arguments(h)
     h.add_argument("--prompt", type=_positive, default=512, help="prompt tokens (default 512)")
     h.add_argument("--tokens", type=_positive, default=64, help="decode steps simulated (default 64)")
     h.add_argument("--sample-layers", type=_positive, default=4,
@@ -242,6 +264,7 @@ def _parser():
                    help="steps of the profiling trace that warm the EMA and GPU residency (default 8)")
     t.add_argument("--sample-layers", type=_positive, default=4, help="MoE layers simulated (default 4)")
     _core_arguments(t)
+    _rtl_sample_arguments(t)
     t.add_argument("--trace", default=None, help="replay a recorded routing trace (.npz)")
     t.add_argument("--skew", type=float, default=1.0, help="Zipf exponent within each expert class")
     t.add_argument("--hot-mass", type=float, default=0.45, help="share of routed tokens to hot experts")
@@ -288,6 +311,7 @@ def _parser():
     q.add_argument("--backend", choices=("model", "rtl"), default="model",
                    help="where the NDP attention cycles come from (rtl: the Verilated core, "
                         "16 units by default; default model)")
+    _rtl_sample_arguments(q)
     q.add_argument("--units", type=_positive, default=None,
                    help="GEMV units of the NDP core (default 256 on model, 16 on rtl)")
     q.add_argument("--ndp-dimms", type=_positive, default=None,
@@ -413,7 +437,8 @@ def main(argv=None):
             if args.threshold < 0:
                 raise ValueError(f"threshold must be >= 0, got {args.threshold}")
             from ndpdimm.sw.scenarios.hermes.demo import run_hermes_demo
-            return run_hermes_demo(out_dir=args.out_dir, model=args.model)
+            return run_hermes_demo(out_dir=args.out_dir, model=args.model,
+                                   rtl_samples=args.rtl_samples)
         elif args.command == "demo":
             from ndpdimm.sw.layer.engine_demo import DEFAULT_SENTENCE, run_demo
             run_demo(units=args.units, batch=args.batch, layer=args.layer,
@@ -500,7 +525,8 @@ def main(argv=None):
                                cold_dtype="int8" if args.cold_int8 else "fp16",
                                seed=args.seed)
             hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
-                           trace_file=args.trace, timeline_file=args.timeline)
+                           trace_file=args.trace, timeline_file=args.timeline,
+                           **_rtl_sample_kwargs(args))
         elif args.command == "trimoe":
             if args.check:
                 if args.timeline:
@@ -520,7 +546,8 @@ def main(argv=None):
                                temporal_correlation=args.temporal_correlation, alpha=args.alpha,
                                theta_hot=args.theta_hot, systems=systems, seed=args.seed,
                                link_ber=args.link_ber)
-            trimoe_command(cfg, out_dir=args.out_dir, timeline_file=args.timeline)
+            trimoe_command(cfg, out_dir=args.out_dir, timeline_file=args.timeline,
+                           **_rtl_sample_kwargs(args))
         elif args.command == "rapid":
             from ndpdimm.sw.scenarios.rapid.report import rapid_command
             from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig
@@ -535,7 +562,8 @@ def main(argv=None):
                               ndp=not args.no_ndp, backend=args.backend, units=args.units,
                               ndp_dimms=args.ndp_dimms, ttft_slo_s=args.ttft_slo, **kw)
             rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace,
-                          timeline_file=args.timeline, timeline_system=args.timeline_system)
+                          timeline_file=args.timeline, timeline_system=args.timeline_system,
+                          **_rtl_sample_kwargs(args))
         elif args.command == "sweep":
             from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
             from ndpdimm.sw.sweep.run import load_sweep, run_sweep

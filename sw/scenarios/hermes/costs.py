@@ -50,7 +50,8 @@ from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 
 __all__ = ["NeuronCost", "ndp_neuron_cost", "LinearCost", "ndp_dense_cost", "ndp_attention_cost",
-           "link_merge_cost", "Costs", "measure_costs"]
+           "link_merge_cost", "Costs", "measure_costs", "replay_cold_mlp", "replay_qkv_dense",
+           "replay_attention"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,10 +95,8 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
         for k in samples:
             idx = torch.randperm(n, generator=gen)[:k].sort().values
             start = dimm.backend.cycle
-            for _ in range(2 if model.mlp == "gated" else 1):      # up (and gate) rows
-                dimm.gemv(up, x, op="row_gather", idx=idx, fetch=False)
-            hk = _random((batch, n), gen, dtype)
-            dimm.gemv(down, hk, op="col_gather", idx=idx, fetch=False)
+            _neuron_kernel(dimm, up, down, x, lambda: _random((batch, n), gen, dtype), idx,
+                           model.mlp == "gated", fetch=False)
             points.append((k, dimm.backend.cycle - start))
     finally:
         dimm.free(up.buffer)
@@ -105,6 +104,15 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
     slope, fixed = _fit(points)
     return NeuronCost(per_neuron_cycles=slope, fixed_cycles=fixed,
                       samples=tuple(points), backend=dimm.name, hidden=h)
+
+
+def _neuron_kernel(dimm: Dimm, up, down, x, make_hk, idx, gated: bool, fetch: bool) -> list:
+    """The activated cold neurons ``idx`` of one DIMM: row gathers of their up (and gate) rows,
+    then the column gather of their down vectors weighted by ``make_hk()`` [B, n]."""
+    outs = [dimm.gemv(up, x, op="row_gather", idx=idx, fetch=fetch)
+            for _ in range(2 if gated else 1)]
+    outs.append(dimm.gemv(down, make_hk(), op="col_gather", idx=idx, fetch=fetch))
+    return outs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,23 +185,74 @@ def ndp_attention_cost(model: ModelShape, dimm: Dimm, samples=(128, 512), seed: 
         k = dimm.store_weights((torch.randn(n, d, generator=gen)).half())
         vt = dimm.store_weights((torch.randn(d, n, generator=gen)).half())
         try:
-            def step():
-                # a timing-only model has no values to pass on: zeros stand in (the activation
-                # unit's time does not depend on them)
-                s = dimm.gemv(k, q, fetch=data)                        # scores [group, n]
-                s = torch.zeros(group, n) if s is None else s
-                ss = dimm.activation("scale", s, k=scale, fetch=data)
-                ss = torch.zeros(group, n) if ss is None else ss
-                p = dimm.softmax(ss, out_dtype=torch.float16, fetch=data)
-                p = torch.zeros(group, n, dtype=torch.float16) if p is None else p
-                dimm.gemv(vt, p, fetch=False)                           # V^T p
-            points.append((n, _timed(dimm, step)))
+            points.append((n, _timed(dimm, lambda: _attention_kernel(dimm, k, vt, q, scale,
+                                                                      data, False))))
         finally:
             dimm.free(k.buffer)
             dimm.free(vt.buffer)
     slope, fixed = _fit(points)
     return LinearCost(f"attention, {group} query head(s) of {d} per K/V head, per cached token",
                       slope, fixed, tuple(points), dimm.name)
+
+
+def _attention_kernel(dimm: Dimm, k, vt, q, scale: float, data: bool, fetch: bool) -> list:
+    """One (sequence, K/V head) of decode attention: scores ``K q`` for the group's query heads,
+    scale, softmax per query, ``V^T p``; the intermediate results and the output."""
+    group, n = q.shape[0], k.shape[0]
+    # a timing-only model has no values to pass on: zeros stand in (the activation unit's
+    # time does not depend on them)
+    s = dimm.gemv(k, q, fetch=data)                        # scores [group, n]
+    s = torch.zeros(group, n) if s is None else s
+    ss = dimm.activation("scale", s, k=scale, fetch=data)
+    ss = torch.zeros(group, n) if ss is None else ss
+    p = dimm.softmax(ss, out_dtype=torch.float16, fetch=data)
+    p = torch.zeros(group, n, dtype=torch.float16) if p is None else p
+    return [s, ss, p, dimm.gemv(vt, p, fetch=fetch)]       # V^T p
+
+
+# ---- replay recipes of sampled RTL co-simulation (sw/sampling/): one logged invocation ------
+
+def replay_cold_mlp(dimm: Dimm, p: dict, seed: int) -> list:
+    """One DIMM's activated cold neurons (``k`` of ``hidden``, batch ``batch``, ``dtype``,
+    ``gated``) on synthetic weights from ``seed``: ``k`` neurons drawn from a pool of ``2 k``
+    (the DIMM's real pool is larger; a neuron's rows are whole DRAM rows at full size, so the
+    spacing changes little). Returns the kernels' outputs."""
+    gen = torch.Generator().manual_seed(seed)
+    k, h, b, dt = p["k"], p["hidden"], p["batch"], p["dtype"]
+    up = dimm.store_weights(_random((2 * k, h), gen, dt))
+    down = dimm.store_weights(_random((2 * k, h), gen, dt), layout="axpy")
+    try:
+        idx = torch.randperm(2 * k, generator=gen)[:k].sort().values
+        return _neuron_kernel(dimm, up, down, _random((b, h), gen, dt),
+                              lambda: _random((b, 2 * k), gen, dt), idx, p["gated"], fetch=True)
+    finally:
+        dimm.free(up.buffer)
+        dimm.free(down.buffer)
+
+
+def replay_qkv_dense(dimm: Dimm, p: dict, seed: int) -> list:
+    """One DIMM's dense QKV rows (``rows`` x ``hidden`` FP16, batch ``batch``)."""
+    gen = torch.Generator().manual_seed(seed)
+    w = dimm.store_weights((torch.randn(p["rows"], p["hidden"], generator=gen) * 0.05).half())
+    try:
+        return [dimm.gemv(w, torch.randn(p["batch"], p["hidden"], generator=gen).half())]
+    finally:
+        dimm.free(w.buffer)
+
+
+def replay_attention(dimm: Dimm, p: dict, seed: int) -> list:
+    """One (sequence, K/V head) of decode attention over ``context`` cached tokens
+    (``group`` query heads of ``head_dim``)."""
+    gen = torch.Generator().manual_seed(seed)
+    n, d, group = p["context"], p["head_dim"], p["group"]
+    q = torch.randn(group, d, generator=gen).half()
+    k = dimm.store_weights(torch.randn(n, d, generator=gen).half())
+    vt = dimm.store_weights(torch.randn(d, n, generator=gen).half())
+    try:
+        return _attention_kernel(dimm, k, vt, q, d ** -0.5, True, True)
+    finally:
+        dimm.free(k.buffer)
+        dimm.free(vt.buffer)
 
 
 def link_merge_cost(config, samples=(1024, 4096, 16384)) -> LinearCost:

@@ -13,11 +13,19 @@
    on the default configuration (LLaMA2-70B, batch 1, RTX 4090 + 8 NDP-DIMMs of
    256 units): every system of the comparison and the ablations, the predictor,
    the placement ILP and the imbalance; ``hermes.json`` and plots.
+3. **The full-size run anchored to the RTL** (``rtl_samples`` > 0, 6 in ``make demo``): the
+   same model on a 16-unit core (8 decode steps), ``rtl_samples`` of its NDP kernel
+   invocations replayed on the 16-unit RTL that step 1 built (``sw/sampling/``, on a Dask
+   LocalCluster of 2 workers), each bit-exact against the golden model; prints the RTL/model
+   ratio per kernel kind and the NDP time re-estimated with its 95 % interval beside the
+   model's; ``rtl_samples/hermes.json``. Adds about a minute (60 s measured: the 16-unit
+   run and six full-size replays on two workers, 39 s of it).
 
 Everything lands in ``out_dir`` (``build/demo``). Returns 0 when step 1 was
-bit-exact and within tolerance, 1 otherwise.
+bit-exact and within tolerance (and step 3's replays bit-exact), 1 otherwise.
 """
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -29,7 +37,8 @@ from ndpdimm.sw.scenarios.hermes.report import hermes_command
 __all__ = ["run_hermes_demo"]
 
 
-def run_hermes_demo(out_dir="build/demo", model="llama2-70b", batch=1, log=print) -> int:
+def run_hermes_demo(out_dir="build/demo", model="llama2-70b", batch=1, log=print,
+                    rtl_samples: int = 0) -> int:
     cfg = HermesConfig(model=model, batch=batch)          # checked before the RTL build starts
     load_model(model)
     out = Path(out_dir)
@@ -42,7 +51,15 @@ def run_hermes_demo(out_dir="build/demo", model="llama2-70b", batch=1, log=print
         f"relative error {doc['relative_error']:.2e} (bound {doc['tolerance']:.1e}) -> "
         f"{'PASS' if ok else 'FAIL'}  [{time.monotonic() - t0:.0f} s]")
     log("")
-    log(f"== 2/2: {model} on the calibrated model backend: Hermes against its baselines ==")
+    steps = 3 if rtl_samples else 2
+    log(f"== 2/{steps}: {model} on the calibrated model backend: Hermes against its baselines ==")
     hermes_command(cfg, out_dir=out, log=log)
+    if rtl_samples:
+        log("")
+        log(f"== 3/3: {model} on a 16-unit core, {rtl_samples} of its NDP kernels replayed on "
+            f"the 16-unit RTL ==")
+        small = dataclasses.replace(cfg, units=16, act_lanes=16, tokens=8)
+        r = hermes_command(small, out_dir=out / "rtl_samples", log=log, rtl_samples=rtl_samples)
+        ok = ok and r["rtl_samples"]["bit_exact"]
     log(f"demo done in {time.monotonic() - t0:.0f} s")
     return 0 if ok else 1

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ndpdimm.cosim.timeline import Timeline, check_timeline_path
 from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
@@ -83,6 +84,8 @@ def format_report(r: dict) -> str:
         q = r["cold_int8"]
         lines.insert(-1, f"INT8 cold neurons: reduced-model decode error {q['relative_error_int8']:.2e} "
                          f"of the update (FP16: {q['relative_error_fp16']:.2e})")
+    if "rtl_samples" in r:
+        lines.insert(-1, format_rtl_check(r["rtl_samples"]))
     return "\n".join(lines)
 
 
@@ -207,12 +210,17 @@ def format_sweep(sw: dict) -> str:
 
 
 def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_values=None,
-                   trace_file=None, log=print, timeline_file=None) -> dict:
+                   trace_file=None, log=print, timeline_file=None, rtl_samples: int = 0,
+                   rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
     """The ``ndpdimm hermes`` command (see the module docstring); ``timeline_file``: also
-    write the Hermes system's decode steps as a Chrome-trace/Perfetto JSON file."""
+    write the Hermes system's decode steps as a Chrome-trace/Perfetto JSON file;
+    ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
+    (``sw/sampling/``)."""
     out = Path(out_dir)
     if timeline_file is not None:
         check_timeline_path(timeline_file)
+    if sweep and rtl_samples:
+        raise ValueError("--rtl-samples anchors one run; it does not combine with --sweep")
     if sweep:
         if trace_file:
             raise ValueError("--trace replays one run; it does not combine with --sweep")
@@ -228,7 +236,8 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
         from ndpdimm.sw.scenarios.hermes.traces import load_trace
         trace = load_trace(trace_file)
     timeline = None if timeline_file is None else Timeline()
-    r = run_hermes(cfg, log=log, trace=trace, timeline=timeline)
+    r = run_hermes(cfg, log=log, trace=trace, timeline=timeline, rtl_samples=rtl_samples,
+                   rtl_seed=rtl_seed, rtl_workers=rtl_workers)
     log(format_report(r))
     files = write_report(r, out)
     if timeline is not None:

@@ -46,6 +46,8 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.timeline import Timeline
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, ELEM, SYSTEMS, HermesConfig
@@ -149,11 +151,16 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
 
 def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None = None,
                costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
-               core: CoreConfig | None = None, timeline: Timeline | None = None) -> dict:
+               core: CoreConfig | None = None, timeline: Timeline | None = None,
+               rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
     """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
     ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
     ``core``: the NDP core's configuration if not the one ``cfg`` describes; ``timeline``:
-    the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md)."""
+    the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md).
+    ``rtl_samples``: replay that many of the Hermes system's NDP kernel invocations on the RTL
+    of the same core (``sw/sampling/``, seed ``rtl_seed``, ``rtl_workers`` Dask workers); the
+    result's ``rtl_samples`` block."""
+    check_samples_request(rtl_samples, rtl_seed, rtl_workers)
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
@@ -214,8 +221,9 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                                    part.dense_gpu_share), dimms)
     runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
     runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
+    kernels = KernelLog()
     runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
-                              timeline=timeline)
+                              timeline=timeline, kernels=kernels)
     if timeline is not None:
         timeline.metadata.update({
             "scenario": "hermes", "system": "hermes", "model": model.name, "batch": cfg.batch,
@@ -328,6 +336,14 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     }
     if cfg.cold_dtype == "int8":
         extra["cold_int8"] = _int8_error()
+    extra["ndp_kernels"] = {"system": "hermes", "backend": costs.backend,
+                            "kinds": kernels.summary(), "ndp_busy_seconds": runs["hermes"].ndp_busy,
+                            "note": "every NDP-core kernel the Hermes system's decode charged "
+                                    "(DIMM-Link merges excepted), cycles as charged"}
+    if rtl_samples:
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
+        extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, costs.core,
+                                         workers=rtl_workers, say=log)
     return {
         "config": dataclasses.asdict(cfg), "model": dataclasses.asdict(model),
         "hardware": hw.name, "dimms": dimms,

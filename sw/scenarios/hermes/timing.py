@@ -185,9 +185,12 @@ class _Placement:
 
 
 def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
-             timeline=None):
+             timeline=None, kernels=None):
     """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally.
-    ``timeline``: lay every step's kernels and transfers on it (see :func:`_lay_layer`)."""
+    ``timeline``: lay every step's kernels and transfers on it (see :func:`_lay_layer`).
+    ``kernels``: a :class:`~ndpdimm.sw.sampling.record.KernelLog` that gets every NDP kernel
+    invocation costed (the DIMM-Link merges excepted: they are not NDP-core kernels), for
+    ``--rtl-samples``."""
     tl = _Tally(timeline)
     if timeline is not None:                              # the tracks in display order
         for track in (STEP, LAYER, GPU, PCIE_DOWN, PCIE_UP) + tuple(map(_dimm_track, range(dimms))) + (LINK,):
@@ -253,6 +256,8 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
                            predictor=g.overhead_s if sparse else 0.0)
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
+            if kernels is not None:
+                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k)
             tl.ndp_busy += float(ndp_mlp.sum()) + \
                 (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
                 costs.attention.seconds(c) * pairs
@@ -357,6 +362,22 @@ def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pai
     end = tl.lay(PCIE_UP, "merged MLP sum to GPU", end, costs.pcie(merge_bytes), layer=l,
                  bytes=merge_bytes)
     tl.lay(LAYER, f"layer {l}", t_qkv, tl.seconds - t_qkv, layer=l, sample=s, context=c)
+
+
+def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_dimm):
+    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``_ndp_run`` charged."""
+    m, B, H = sh.model, sh.batch, sh.H
+    if ndp_rows:
+        kernels.add("qkv_dense", {"rows": ndp_rows, "hidden": H, "batch": B},
+                    costs.dense.cycles(ndp_rows), count=dimms)
+    kernels.add("attention", {"context": context, "head_dim": m.head_dim,
+                              "group": m.heads // m.kv_heads},
+                costs.attention.cycles(context), count=pairs)
+    n = costs.neuron
+    for k, count in zip(*np.unique(per_dimm[per_dimm > 0], return_counts=True)):
+        kernels.add("cold_mlp", {"k": int(k), "hidden": H, "batch": B, "dtype": cfg.cold_dtype,
+                                 "gated": m.mlp == "gated"},
+                    n.fixed_cycles + n.per_neuron_cycles * int(k), count=int(count))
 
 
 def _adjust(on_gpu, dimm, window, max_swaps, margin):

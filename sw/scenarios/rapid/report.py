@@ -209,11 +209,13 @@ def write_report(r: dict, out_dir, name="rapid") -> list:
 
 
 def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeline_file=None,
-                  timeline_system=None) -> dict:
+                  timeline_system=None, rtl_samples: int = 0, rtl_seed: int = 0,
+                  rtl_workers: int = 2) -> dict:
     """Run, print, write (see the module docstring); returns the result. The model, node and
     trace (workload or trace file) are loaded first, so a bad one fails before any simulation.
     ``timeline_file``: also write one system's run (``timeline_system``) as a
-    Chrome-trace/Perfetto JSON file."""
+    Chrome-trace/Perfetto JSON file. ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``):
+    sampled RTL co-simulation of the NDP tier's attention (``sw/sampling/``)."""
     from ndpdimm.cosim.timeline import Timeline, check_timeline_path
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
     from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
@@ -229,8 +231,12 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeli
     elif timeline_system is not None:
         raise ValueError("--timeline-system needs --timeline")
     timeline = None if timeline_file is None else Timeline()
-    r = run_rapid(cfg, log=log, timeline=timeline, timeline_system=timeline_system)
+    r = run_rapid(cfg, log=log, timeline=timeline, timeline_system=timeline_system,
+                  rtl_samples=rtl_samples, rtl_seed=rtl_seed, rtl_workers=rtl_workers)
     log(format_report(r))
+    if "rtl_samples" in r:
+        from ndpdimm.sw.sampling.replay import format_rtl_check
+        log(format_rtl_check(r["rtl_samples"]))
     files = write_report(r, out_dir)
     if timeline is not None:
         files.append(timeline.write(timeline_file))

@@ -39,6 +39,8 @@ import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.hermes.costs import ndp_attention_cost
 from ndpdimm.sw.scenarios.hermes.energy import load_energy
 from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS, load_node, load_serving_model
@@ -150,9 +152,13 @@ def _layout(system: str, node, ndp_reserved_w: float) -> tuple:
     return roles, [float(c) for c in caps], (base if base.startswith("dynamic") else None)
 
 
+def _core(cfg: RapidConfig) -> CoreConfig:
+    return CoreConfig(n_units=cfg.core_units, act_lanes=min(cfg.core_units, 256))
+
+
 def measure_ndp_attention(cfg: RapidConfig, model, log=None) -> NdpAttention:
     """The attention line through the driver API on ``cfg.backend`` (see the module docstring)."""
-    core = CoreConfig(n_units=cfg.core_units, act_lanes=min(cfg.core_units, 256))
+    core = _core(cfg)
     kwargs = {"functional": False} if cfg.backend == "model" else {}
     contexts = (128, 512) if cfg.backend == "model" else (32, 96)
     with warnings.catch_warnings(record=True) as caught:
@@ -221,7 +227,7 @@ def _trace(cfg: RapidConfig, pattern: str):
                           rate_scale=cfg.rate_scale)
 
 
-def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True, record=False):
+def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True, record=False, kernels=None):
     roles, caps, mode = _layout(system, node, perf.ndp_reserved_w)
     ctrl = Controller(node.controller, mode, *slo) if mode and controlled else None
     t0 = time.perf_counter()
@@ -230,7 +236,8 @@ def _simulate(perf, trace, system, node, cfg, slo, log, controlled=True, record=
         if log and done % max(1, total // 4) < max(1, total // 100):
             log(f"[rapid]   {system}: {done}/{total} requests done")
     sim = ServingSim(perf, trace, roles, caps, kv_path=cfg.kv_path, controller=ctrl,
-                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress, record=record).run()
+                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress, record=record,
+                     kernels=kernels).run()
     return sim, time.perf_counter() - t0
 
 
@@ -248,10 +255,17 @@ def timeline_default(mode: str) -> str:
 
 
 def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
-              timeline_system: str | None = None) -> dict:
+              timeline_system: str | None = None, rtl_samples: int = 0, rtl_seed: int = 0,
+              rtl_workers: int = 2) -> dict:
     """Every configuration of ``cfg`` on one trace; the result dict of the whole run.
     ``timeline``: the run of ``timeline_system`` (default :func:`timeline_default`) is laid on
-    it (``--timeline``, docs/rapid.md)."""
+    it (``--timeline``, docs/rapid.md). ``rtl_samples``: replay that many of the first NDP
+    system's attention invocations on the RTL of the same core (``sw/sampling/``; seed
+    ``rtl_seed``, ``rtl_workers`` Dask workers), the result's ``rtl_samples`` block."""
+    check_samples_request(rtl_samples, rtl_seed, rtl_workers)
+    if rtl_samples and not cfg.ndp:
+        raise ValueError("--rtl-samples replays the NDP tier's kernels: it needs the NDP systems "
+                         "(drop --no-ndp)")
     t_start = time.perf_counter()
     if timeline is not None:                       # before any simulation
         timeline_system = timeline_system or timeline_default(cfg.mode)
@@ -296,12 +310,16 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
             if system.endswith("+ndp"):
                 _layout(system, node, ndp_perf.ndp_reserved_w)
     results = []
+    kernels, logged = KernelLog(), None
     for system in systems:
         perf = ndp_perf if system.endswith("+ndp") else gpu_perf
         if log:
             log(f"[rapid] {system} ...")
         recorded = timeline is not None and system == timeline_system
-        sim, wall = _simulate(perf, trace, system, node, cfg, slo, log, record=recorded)
+        mine = logged is None and system.endswith("+ndp")
+        logged = system if mine else logged
+        sim, wall = _simulate(perf, trace, system, node, cfg, slo, log, record=recorded,
+                              kernels=kernels if mine else None)
         results.append(summarize(system, sim, slo[0], slo[1], duration, wall))
         if recorded:
             lay_run(sim, timeline, system)
@@ -312,6 +330,18 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
                 "ndp_reserved_w": perf.ndp_reserved_w, "time_unit": "simulated seconds",
                 "simulated": f"every request of the trace on {system}, event by event",
                 "end_s": sim.end_t})
+    extra = {}
+    if logged:
+        extra["ndp_kernels"] = {"system": logged, "backend": attention.backend,
+                                "kinds": kernels.summary(),
+                                "note": "the decode tier's attention: per iteration, batch x "
+                                        "layers x K/V heads invocations at the batch's mean "
+                                        "context, cycles as charged (the line is linear in the "
+                                        "context, so the total is exact)"}
+    if rtl_samples:
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
+        extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, _core(cfg),
+                                         workers=rtl_workers, say=log or print)
     out = {
         "scenario": "rapid",
         "config": dataclasses.asdict(cfg),
@@ -334,5 +364,6 @@ def run_rapid(cfg: RapidConfig = RapidConfig(), log=None, timeline=None,
             "ndp_power": "sw/configs/energy/hermes_energy.toml" if attention else None,
             "ndp_reserved_w": ndp_perf.ndp_reserved_w if ndp_perf else 0.0},
         "wall_s": time.perf_counter() - t_start,
+        **extra,
     }
     return out

@@ -124,7 +124,7 @@ class ServingSim:
 
     def __init__(self, perf: ServingPerf, trace, roles, caps, kv_path: str = "direct",
                  controller=None, slo_ttft_s: float = math.inf, slo_tpot_s: float = math.inf,
-                 progress=None, record: bool = False):
+                 progress=None, record: bool = False, kernels=None):
         node = perf.node
         if len(roles) != node.node.gpus or len(caps) != node.node.gpus:
             raise ValueError(f"need a role and a cap for each of the {node.node.gpus} GPUs, got "
@@ -189,6 +189,7 @@ class ServingSim:
         self.progress = progress
         self.record = record
         self.work_log, self.kv_log, self.switch_log = [], [], []
+        self.kernels = kernels      # a KernelLog of the NDP attention kernels (--rtl-samples)
         for g in self.gpus:
             self._set_draw(g)
 
@@ -521,8 +522,18 @@ class ServingSim:
         fixed, scalable = self.perf.decode_parts(b, c, ndecode)
         if self.perf.ndp is not None:
             attention = self.perf.ndp_attention_seconds(b, c, ndecode)
+            if self.kernels is not None and b:
+                self._log_attention(b, c)
             self.ndp_joules += self.perf.ndp_attention_joules(b, c, attention, ndecode)
         self._start(g, "decode", fixed, scalable, self._decode_done)
+
+    def _log_attention(self, b, c):
+        """The iteration's NDP attention kernels (``--rtl-samples``): one per request, layer and
+        K/V head, at the batch's mean context, each charged its share of the line's cycles."""
+        m, a = self.perf.model, self.perf.ndp
+        self.kernels.add("attention", {"context": max(1, round(c / b)), "head_dim": m.head_dim,
+                                       "group": m.heads // m.kv_heads},
+                         a.fixed_cycles + a.slope_cycles * c / b, count=b * m.layers * m.kv_heads)
 
     def _decode_done(self, g, dur):
         g.step += 1

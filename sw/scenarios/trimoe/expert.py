@@ -76,7 +76,7 @@ from ndpdimm.sw.layer.run import golden_elementwise
 
 __all__ = ["ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
            "torch_expert", "error_bound", "ExpertCost", "ndp_expert_cost", "EXPERT_DTYPES",
-           "HOST_READ_BUFFER_BYTES"]
+           "HOST_READ_BUFFER_BYTES", "replay_expert"]
 
 F32, F64 = torch.float32, torch.float64
 #: Weight / token dtypes an expert takes (GEMV engine and activation unit both have them).
@@ -368,6 +368,33 @@ def _positive_int(name, v):
     return v
 
 
+class _random_expert:
+    """Random weights of an expert's shapes (scaled so activations stay O(1)) stored on ``dimm``,
+    and ``rand(*shape)`` for tokens, from one generator."""
+
+    def __init__(self, dimm, gen, hidden, ffn, dtype):
+        self.gen, self.dtype = gen, dtype
+        self.expert = store_expert(dimm, self(ffn, hidden, s=1 / math.sqrt(hidden)),
+                                   self(ffn, hidden, s=1 / math.sqrt(hidden)),
+                                   self(hidden, ffn, s=1 / math.sqrt(ffn)))
+
+    def __call__(self, *shape, s=1.0):
+        return (torch.randn(*shape, generator=self.gen) * s).to(self.dtype)
+
+
+def replay_expert(dimm: Dimm, p: dict, seed: int) -> list:
+    """One expert (``hidden`` x ``ffn``, ``dtype`` "float16"/"bfloat16") applied to ``tokens``
+    tokens on synthetic weights from ``seed`` (sampled RTL co-simulation, ``sw/sampling/``):
+    ``[y]``. Without background host reads (the contention factor TriMoE applies on top is not
+    replayed)."""
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[p["dtype"]]
+    rand = _random_expert(dimm, torch.Generator().manual_seed(seed), p["hidden"], p["ffn"], dtype)
+    try:
+        return [ndp_expert(rand.expert, rand(p["tokens"], p["hidden"]))[0]]
+    finally:
+        free_expert(rand.expert)
+
+
 def ndp_expert_cost(hidden: int, ffn: int, dimm: Dimm, batches=(1, 4, 16), seed: int = 0,
                     host_spacing: int | None = None, dtype=torch.float16) -> ExpertCost:
     """Measure one pass of the expert chain (:func:`ndp_expert`) on ``dimm`` for each batch size
@@ -398,13 +425,8 @@ def ndp_expert_cost(hidden: int, ffn: int, dimm: Dimm, batches=(1, 4, 16), seed:
     if host_spacing is not None:
         _positive_int("host_spacing", host_spacing)
     gen = torch.Generator().manual_seed(seed)
-    scale = 1 / math.sqrt(hidden)
-
-    def rand(*shape, s=1.0):
-        return (torch.randn(*shape, generator=gen) * s).to(dtype)
-
-    e = store_expert(dimm, rand(ffn, hidden, s=scale), rand(ffn, hidden, s=scale),
-                     rand(hidden, ffn, s=1 / math.sqrt(ffn)))
+    rand = _random_expert(dimm, gen, hidden, ffn, dtype)
+    e = rand.expert
     other = None
     fetch = getattr(dimm.backend, "functional", True)
     points, reads = [], []

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ndpdimm.cosim.timeline import Timeline, check_timeline_path
 from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 
 __all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
@@ -136,9 +137,12 @@ def write_report(r: dict, out_dir, name="trimoe") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
-def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timeline_file=None) -> dict:
+def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timeline_file=None,
+                   rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
     """Run, print, write (see the module docstring); returns the result. ``timeline_file``:
-    also write every system's schedule as a Chrome-trace/Perfetto JSON file."""
+    also write every system's schedule as a Chrome-trace/Perfetto JSON file. ``rtl_samples``
+    (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
+    (``sw/sampling/``)."""
     if timeline_file is not None:
         check_timeline_path(timeline_file)
     timeline = None if timeline_file is None else Timeline()
@@ -150,8 +154,11 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timelin
             log(f"  {system}: step {step}/{steps}")
 
     log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
-    r = run_trimoe(cfg, progress=progress, timeline=timeline)
+    r = run_trimoe(cfg, progress=progress, timeline=timeline, rtl_samples=rtl_samples,
+                   rtl_seed=rtl_seed, rtl_workers=rtl_workers, log=log)
     log(format_report(r))
+    if "rtl_samples" in r:
+        log(format_rtl_check(r["rtl_samples"]))
     files = write_report(r, out_dir)
     if timeline is not None:
         files.append(timeline.write(timeline_file))

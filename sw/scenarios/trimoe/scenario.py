@@ -77,6 +77,8 @@ import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
@@ -204,15 +206,18 @@ class _Tally:
         self.contention = []        # slowdown of each NDP execution by host reads
         self.placement = []         # per step: domain code per expert of the first sampled layer
         self.last_codes = None      # the codes of the layer scheduled last
+        self.kernels = None         # a KernelLog of the NDP expert executions (--rtl-samples)
 
 
 _CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
 
 
 def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, profile, run,
-             progress=None, timeline=None) -> dict:
+             progress=None, timeline=None, kernels: KernelLog | None = None) -> dict:
     """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring);
-    ``timeline``: the run's schedule is laid on it as process ``TriMoE <system>``."""
+    ``timeline``: the run's schedule is laid on it as process ``TriMoE <system>``; ``kernels``
+    gets every NDP expert execution of the measured run, each with the uncontended cycles of
+    its cost (``--rtl-samples``)."""
     domains = _DOMAINS[system]
     n_layers, n_exp = run.shape[1], run.shape[2]
     dimms = hw.ndp.dimms
@@ -263,6 +268,7 @@ def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, prof
         for track in [STEP, LAYER, GPU, PCIE, PREFETCH] + [CPU] * ("cpu" in domains) + \
                 [_dimm_track(j) for j in range(dimms) if "ndp" in domains] + [LINK] * ("ndp" in domains):
             timeline.track(tally.process, track, exclusive=track != LINK)
+    tally.kernels = kernels
     for s in range(run.shape[0]):
         _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
         if progress:
@@ -462,6 +468,10 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
         if kind == "ndp":
             j = int(dev[3:])
             tally.contention.append(costs.contention(task.tokens, rates[j]))
+            if tally.kernels is not None:
+                tally.kernels.add("expert", {"hidden": model.hidden, "ffn": model.expert_ffn,
+                                             "tokens": task.tokens, "dtype": "float16"},
+                                  costs.ndp_cost.cycles(task.tokens))
         tally.executions[kind] += 1
         codes[e] = _CODE[kind]
         # layout changes caused by this schedule (trimoe only)
@@ -576,10 +586,15 @@ def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
 
 
 def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None,
-               timeline=None) -> dict:
+               timeline=None, rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
+               log=print) -> dict:
     """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
     called after each simulated step; ``costs`` reuses measured costs (else measured here);
-    ``timeline``: every system's schedule is laid on it (``--timeline``, docs/trimoe.md)."""
+    ``timeline``: every system's schedule is laid on it (``--timeline``, docs/trimoe.md).
+    ``rtl_samples``: replay that many of the ``trimoe`` system's NDP expert executions on the RTL
+    of the same core (``sw/sampling/``; seed ``rtl_seed``, ``rtl_workers`` Dask workers), the
+    result's ``rtl_samples`` block (``log`` gets its progress)."""
+    check_samples_request(rtl_samples, rtl_seed, rtl_workers)
     t0 = time.perf_counter()
     model = load_moe_model(cfg.model)
     hw = load_trimoe_hardware(cfg.hardware)
@@ -593,8 +608,9 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
             with Dimm(cfg.backend, core, **kwargs) as dimm:
                 costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
-    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress, timeline)
-               for s in cfg.systems}
+    kernels = KernelLog()
+    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress, timeline,
+                           kernels if s == "trimoe" else None) for s in cfg.systems}
     if timeline is not None:
         timeline.metadata.update({
             "scenario": "trimoe", "model": model.name, "systems": list(cfg.systems),
@@ -607,6 +623,21 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
                       "device runs its tasks in turn from the layer's start; the time charged "
                       "beyond the layers (relayouts back, rebalancing, prefetch stall) after "
                       "each step's layers (sw/scenarios/trimoe/scenario.py)"})
+    extra = {}
+    if kernels.invocations():
+        extra["ndp_kernels"] = {"system": "trimoe", "backend": costs.ndp_cost.backend,
+                                "kinds": kernels.summary(),
+                                "note": "every NDP expert execution of the trimoe system's run, "
+                                        "uncontended cycles as its cost line gives them (the "
+                                        "host-read contention factor applied on top is not "
+                                        "replayed)"}
+    if rtl_samples:
+        if not kernels.invocations():
+            raise ValueError("--rtl-samples needs the trimoe system (with its NDP-DIMMs) in "
+                             f"--systems, got {','.join(cfg.systems)}")
+        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
+        extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, core,
+                                         workers=rtl_workers, say=log)
     base = results.get("gpu_only")
     for r in results.values():
         r["speedup_vs_gpu_only"] = (base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
@@ -632,4 +663,5 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
         "tokens_per_step": cfg.batch,
         "moe_layers": model.moe_layers,
         "notes": "MoE layers only; layer latency is the scheduled makespan with NDP contention",
+        **extra,
     }

@@ -415,3 +415,17 @@ def test_timeline_system_must_be_run(tmp_path):
     with pytest.raises(ValueError, match="--timeline-system 'dynamic' is not run by --mode static"):
         run_rapid(RapidConfig(duration_s=5.0, mode="static"), timeline=Timeline(),
                   timeline_system="dynamic")
+
+
+def test_the_ndp_attention_is_logged_for_rtl_samples():
+    """The first NDP system's attention kernels are in the kernel log (``--rtl-samples``): per
+    iteration, batch x layers x K/V heads invocations, charged the attention line at the
+    batch's mean context; sampling without the NDP tier is refused."""
+    r = run_rapid(RapidConfig(duration_s=10.0, mode="static", ttft_slo_s=1.0))
+    log = r["ndp_kernels"]
+    assert log["system"].endswith("+ndp") and set(log["kinds"]) == {"attention"}
+    m = r["model"]
+    assert log["kinds"]["attention"]["invocations"] % (m["layers"] * m["kv_heads"]) == 0
+    assert log["kinds"]["attention"]["model_cycles"] > 0
+    with pytest.raises(ValueError, match="drop --no-ndp"):
+        run_rapid(RapidConfig(duration_s=10.0, ndp=False), rtl_samples=2)

@@ -286,3 +286,13 @@ def test_timeline_step_end_splits_the_prefetch_at_the_idle_pcie_time():
         ("prefetch copies (PCIe idle time)", 0.0, 8.0), ("prefetch stall", 11.5, 6.0)]
     assert tally.clock == 17.5 and tl.track("TriMoE test", STEP).slices[0][1] / 1e6 == 17.5
     tl.events()                                          # no overlap on an exclusive track
+
+
+def test_the_ndp_expert_executions_are_logged_for_rtl_samples(small_run, small_model):
+    """Every NDP execution of the trimoe system is in the kernel log (``--rtl-samples``), each
+    charged the uncontended cycles of its cost; a sample without the trimoe system is refused."""
+    log = small_run["ndp_kernels"]
+    assert log["system"] == "trimoe" and set(log["kinds"]) == {"expert"}
+    assert log["kinds"]["expert"]["invocations"] == small_run["systems"]["trimoe"]["executions"]["ndp"]
+    with pytest.raises(ValueError, match="needs the trimoe system"):
+        run_trimoe(_cfg(small_model, systems=("gpu_only",)), rtl_samples=2)

@@ -1,0 +1,121 @@
+"""Replays of sampled RTL co-simulation (``sw/sampling/replay.py``, ``sw/sampling/kernels.py``)
+and ``--rtl-samples`` end to end: the bit-exact comparison, each recipe on the model, the Dask
+path, and a reduced Hermes run whose sample is replayed on the RTL of the 8-unit test core."""
+
+import json
+
+import pytest
+import torch
+
+from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.sw.cli import main
+from ndpdimm.sw.sampling.kernels import REPLAYS
+from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.sampling.replay import format_rtl_check, replay_one, rtl_check, same_bits
+from ndpdimm.sw.scenarios.catalog import CONFIG_DIR
+from ndpdimm.sw.scenarios.hermes.config import HermesConfig
+from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+
+CORE = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)   # the test core
+
+SHAPES = {"cold_mlp": {"k": 12, "hidden": 128, "batch": 2, "dtype": "fp16", "gated": True},
+          "qkv_dense": {"rows": 24, "hidden": 128, "batch": 3},
+          "attention": {"context": 40, "head_dim": 32, "group": 2},
+          "expert": {"hidden": 64, "ffn": 32, "tokens": 5, "dtype": "float16"}}
+
+# a gated model small enough for the 16 KiB SRAM of the test core
+TINY_GATED = """name = "tiny-gated"
+source = "test model (tests/sw/sampling/test_replay.py)"
+nominal_params_b = 0.00062
+hidden = 128
+layers = 2
+heads = 4
+kv_heads = 2
+ffn = 512
+vocab = 1000
+max_positions = 512
+learned_positions = false
+mlp = "gated"
+activation = "silu"
+tied_embeddings = true
+"""
+
+
+def _quiet(*_):
+    pass
+
+
+def test_same_bits_sees_nan_payloads_and_signed_zeros():
+    a = torch.tensor([0.0, float("nan")])
+    assert same_bits(a, a.clone())
+    assert not same_bits(a, torch.tensor([-0.0, float("nan")]))
+    assert not same_bits(a, a.half())
+    assert same_bits(torch.tensor([3, 4]), torch.tensor([3, 4]))
+
+
+def test_every_recipe_replays_and_is_deterministic_on_the_model():
+    assert set(SHAPES) == set(REPLAYS)
+    for kind, p in SHAPES.items():
+        a = replay_one(kind, p, 3, CORE, backend="model")
+        b = replay_one(kind, p, 3, CORE, backend="model")
+        assert a["bit_exact"] and a["outputs_checked"] >= 1
+        assert a["rtl_backend_cycles"] == a["model_backend_cycles"] == b["model_backend_cycles"] > 0
+
+
+def test_an_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="'gemm'"):
+        replay_one("gemm", {}, 0, CORE, backend="model")
+
+
+def test_the_dask_path_gives_every_sample():
+    log = KernelLog()
+    log.add("qkv_dense", SHAPES["qkv_dense"], 1000.0, count=4)
+    log.add("attention", SHAPES["attention"], 2000.0, count=8)
+    r = rtl_check(log, 4, seed=1, core=CORE, backend="model", workers=2, say=_quiet)
+    assert r["replayed"] == 4 and r["errors"] == 0 and r["bit_exact"]
+    for k in ("qkv_dense", "attention"):
+        assert r["kinds"][k]["n"] == 2
+        assert r["kinds"][k]["ratio_vs_model_backend"]["mean"] == 1.0
+    assert r["ndp_time"]["model_cycles"] == 4 * 1000 + 8 * 2000
+
+
+def test_a_reduced_hermes_run_replays_its_sample_on_the_rtl(tmp_path, capsys):
+    model = tmp_path / "tiny.toml"
+    model.write_text(TINY_GATED)
+    hw = tmp_path / "tiny_gpu.toml"
+    hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
+                  .replace("memory_gb = 24.0", "memory_gb = 0.002"))
+    cfg = HermesConfig(model=str(model), hardware=str(hw), tokens=4, prompt=32, profile_tokens=16,
+                       sample_layers=2, gpu_reserve_gb=0.0, group=64)
+    r = run_hermes(cfg, log=_quiet, core=CORE, rtl_samples=2, rtl_seed=5, rtl_workers=0)
+    s = r["rtl_samples"]
+    assert s["backend"] == "rtl" and s["core"] == CORE.as_dict() and s["n"] == 2
+    assert s["replayed"] == 2 and s["bit_exact"], s
+    assert set(s["kinds"]) == set(r["ndp_kernels"]["kinds"]) >= {"cold_mlp", "attention"}
+    assert sum(k["n"] for k in s["kinds"].values()) == 2
+    # the charged cycles are the Hermes system's NDP busy time
+    assert s["ndp_time"]["model_seconds"] == pytest.approx(r["ndp_kernels"]["ndp_busy_seconds"])
+    for sample in s["samples"]:
+        assert sample["ratio"] == sample["rtl_backend_cycles"] / sample["model_cycles"]
+    text = format_rtl_check(s)
+    assert "RTL/model ratio" in text and "NDP kernel time" in text
+
+
+def test_rtl_samples_with_a_sweep_is_refused(capsys):
+    assert main(["hermes", "--sweep", "batch", "--rtl-samples", "2"]) == 2
+    assert "--rtl-samples" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["hermes", "--rtl-samples", "-1"], ["trimoe", "--rtl-samples", "x"],
+                                  ["rapid", "--rtl-workers", "-2"]])
+def test_bad_rtl_sample_options_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "expected an int >= 0" in capsys.readouterr().err
+
+
+def test_the_json_block_is_written(tmp_path):
+    log = KernelLog()
+    log.add("qkv_dense", SHAPES["qkv_dense"], 1000.0, count=2)
+    r = rtl_check(log, 2, seed=0, core=CORE, backend="model", workers=0, say=_quiet)
+    json.dumps(r)                                    # JSON-ready as it is
