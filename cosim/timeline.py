@@ -28,7 +28,7 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["Timeline", "TimelineOverlap", "TimelineFile", "read_timeline", "check_timeline_path",
+__all__ = ["Timeline", "TimelineOverlap", "TimelineFile", "read_timeline", "check_timeline_path", "open_timeline",
            "TIME_EPS_US"]
 
 #: slices closer than this (microseconds) do not count as overlapping (float rounding of sums)
@@ -50,6 +50,15 @@ def check_timeline_path(path) -> Path:
         raise ValueError(f"--timeline {path}: folder {p.parent} does not exist")
     return p
 
+
+
+def open_timeline(path) -> "Timeline | None":
+    """A fresh :class:`Timeline` for a command's ``--timeline path`` after
+    :func:`check_timeline_path` (so a bad path fails before the run), or ``None`` without one."""
+    if path is None:
+        return None
+    check_timeline_path(path)
+    return Timeline()
 
 class _Track:
     def __init__(self, process: str, name: str, exclusive: bool, order: int):

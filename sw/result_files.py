@@ -1,9 +1,10 @@
-"""Writing a run's results: a JSON file (numpy scalars as floats) and PNG figures, folders made."""
+"""Writing a run's results: a JSON file (numpy scalars as floats), PNG figures and the timeline,
+folders made."""
 
 import json
 from pathlib import Path
 
-__all__ = ["write_json", "save_figure"]
+__all__ = ["write_json", "save_figure", "write_results"]
 
 
 def write_json(data, path) -> Path:
@@ -24,3 +25,14 @@ def save_figure(fig, path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def write_results(r: dict, out_dir, write_report, log, timeline=None, timeline_file=None) -> list:
+    """A scenario command's files: ``write_report(r, out_dir)`` and, with ``timeline``, the
+    timeline at ``timeline_file``; each path logged as ``wrote PATH``; returns the paths."""
+    files = write_report(r, out_dir)
+    if timeline is not None:
+        files.append(timeline.write(timeline_file))
+    for f in files:
+        log(f"wrote {f}")
+    return files

@@ -181,14 +181,12 @@ def run_fuzz(backend, config: CoreConfig, count: int, seed: int, *, restage_ever
     fz.set_window(*WINDOW)
     fz.init_memories()
     mut = _Mutator(fz)
-    drawn = 0
     handlers = {"restage": lambda _: mut.restage(), "batch": fz.flush, "run": fz.run_valid,
                 "check": lambda _: fz.check_memories()}
     for step, arg in mut.schedule(count, restage_every=restage_every):
         handlers[step](arg)
         if step == "restage" and progress is not None:
-            progress(drawn, count)
-        drawn = sum(v for k, v in mut.stats.items() if k in Status.__members__)
+            progress(sum(v for k, v in mut.stats.items() if k in Status.__members__), count)
     if not mut.summary_ok():
         fz.fail(f"the run drew only one outcome: {dict(mut.stats)}")
     seconds = time.monotonic() - t0

@@ -256,6 +256,15 @@ class HfConfig:
         """The model's name: its folder's for ``.../NAME/config.json``, else the file's stem."""
         return self.path.parent.name if self.path.name == "config.json" else self.path.stem
 
+    def require_family(self, families, kind: str, elsewhere: str) -> str:
+        """The ``model_type`` if it is one of ``families`` (the ``kind`` of model a catalogue
+        maps), else :class:`CatalogError` listing them and where other models go."""
+        if self.model_type not in families:
+            raise CatalogError(f"{self.path}: model_type {self.model_type!r} is not {kind} family "
+                               f"this catalogue maps (it maps {', '.join(sorted(families))}; "
+                               f"{elsewhere})")
+        return self.model_type
+
     def field(self, *names: str, default=None, required: bool = True):
         """The value of the first of ``names`` the file sets; else ``default``;
         :class:`CatalogError` naming the file and the field when the file sets none of them
@@ -307,10 +316,8 @@ _HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pyt
 def model_from_hf_config(name_or_path) -> ModelShape:
     """A dense model's shapes from its Hugging Face ``config.json`` (file or folder)."""
     hf = read_hf_config(name_or_path)
-    path, c, f, kind = hf.path, hf.config, hf.field, hf.model_type
-    if kind not in _DENSE_FAMILIES:
-        raise CatalogError(f"{path}: model_type {kind!r} is not a dense family this catalogue maps "
-                           f"(it maps {', '.join(sorted(_DENSE_FAMILIES))}; MoE models go to TriMoE)")
+    path, c, f = hf.path, hf.config, hf.field
+    kind = hf.require_family(_DENSE_FAMILIES, "a dense", "MoE models go to TriMoE")
     mlp, learned = _DENSE_FAMILIES[kind]
     hidden, heads = f("hidden_size"), f("num_attention_heads", "n_head")
     if kind == "falcon":

@@ -20,7 +20,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ndpdimm.cosim.timeline import Timeline, check_timeline_path
+from ndpdimm.cosim.timeline import open_timeline
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
@@ -217,8 +217,7 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
     ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
     (``sw/sampling/``)."""
     out = Path(out_dir)
-    if timeline_file is not None:
-        check_timeline_path(timeline_file)
+    timeline = open_timeline(timeline_file)
     if sweep and rtl_samples:
         raise ValueError("--rtl-samples anchors one run; it does not combine with --sweep")
     if sweep:
@@ -235,7 +234,6 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
     if trace_file:
         from ndpdimm.sw.scenarios.hermes.traces import load_trace
         trace = load_trace(trace_file)
-    timeline = None if timeline_file is None else Timeline()
     r = run_hermes(cfg, log=log, trace=trace, timeline=timeline, rtl_samples=rtl_samples,
                    rtl_seed=rtl_seed, rtl_workers=rtl_workers)
     log(format_report(r))

@@ -22,7 +22,7 @@ With ``save_trace``, the trace the run replays is written first (CSV,
 
 from pathlib import Path
 
-from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.sw.result_files import save_figure, write_json, write_results
 
 __all__ = ["format_report", "write_report", "rapid_command", "ROLE_COLOURS"]
 
@@ -216,7 +216,7 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeli
     ``timeline_file``: also write one system's run (``timeline_system``) as a
     Chrome-trace/Perfetto JSON file. ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``):
     sampled RTL co-simulation of the NDP tier's attention (``sw/sampling/``)."""
-    from ndpdimm.cosim.timeline import Timeline, check_timeline_path
+    from ndpdimm.cosim.timeline import open_timeline
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
     from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
     from ndpdimm.sw.scenarios.rapid.workload import save_trace as write_trace
@@ -226,20 +226,14 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeli
     trace = _trace(cfg, cfg.pattern)
     if save_trace is not None:
         log(f"wrote {write_trace(trace, save_trace)} ({len(trace)} requests of {trace.name})")
-    if timeline_file is not None:
-        check_timeline_path(timeline_file)
-    elif timeline_system is not None:
+    if timeline_file is None and timeline_system is not None:
         raise ValueError("--timeline-system needs --timeline")
-    timeline = None if timeline_file is None else Timeline()
+    timeline = open_timeline(timeline_file)
     r = run_rapid(cfg, log=log, timeline=timeline, timeline_system=timeline_system,
                   rtl_samples=rtl_samples, rtl_seed=rtl_seed, rtl_workers=rtl_workers)
     log(format_report(r))
     if "rtl_samples" in r:
         from ndpdimm.sw.sampling.replay import format_rtl_check
         log(format_rtl_check(r["rtl_samples"]))
-    files = write_report(r, out_dir)
-    if timeline is not None:
-        files.append(timeline.write(timeline_file))
-    for f in files:
-        log(f"wrote {f}")
+    write_results(r, out_dir, write_report, log, timeline, timeline_file)
     return r

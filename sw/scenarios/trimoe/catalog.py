@@ -191,10 +191,8 @@ _MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v
 def moe_model_from_hf_config(name_or_path) -> MoeShape:
     """An MoE model's shapes from its Hugging Face ``config.json`` (file or folder)."""
     hf = read_hf_config(name_or_path)
-    path, c, f, kind = hf.path, hf.config, hf.field, hf.model_type
-    if kind not in _MOE_FAMILIES:
-        raise CatalogError(f"{path}: model_type {kind!r} is not an MoE family this catalogue maps "
-                           f"(it maps {', '.join(_MOE_FAMILIES)}; dense models go to Hermes)")
+    path, c, f = hf.path, hf.config, hf.field
+    kind = hf.require_family(_MOE_FAMILIES, "an MoE", "dense models go to Hermes")
     hidden, layers, heads = f("hidden_size"), f("num_hidden_layers"), f("num_attention_heads")
     kv = f("num_key_value_heads", default=heads)
     if kind.startswith("deepseek"):

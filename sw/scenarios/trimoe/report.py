@@ -14,8 +14,8 @@ placement over the steps of the first sampled layer (TriMoE).
 
 from pathlib import Path
 
-from ndpdimm.cosim.timeline import Timeline, check_timeline_path
-from ndpdimm.sw.result_files import save_figure, write_json
+from ndpdimm.cosim.timeline import open_timeline
+from ndpdimm.sw.result_files import save_figure, write_json, write_results
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
 
@@ -143,9 +143,7 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timelin
     also write every system's schedule as a Chrome-trace/Perfetto JSON file. ``rtl_samples``
     (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
     (``sw/sampling/``)."""
-    if timeline_file is not None:
-        check_timeline_path(timeline_file)
-    timeline = None if timeline_file is None else Timeline()
+    timeline = open_timeline(timeline_file)
     done = {}
 
     def progress(system, step, steps):
@@ -159,10 +157,6 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timelin
     log(format_report(r))
     if "rtl_samples" in r:
         log(format_rtl_check(r["rtl_samples"]))
-    files = write_report(r, out_dir)
-    if timeline is not None:
-        files.append(timeline.write(timeline_file))
-    for f in files:
-        log(f"wrote {f}")
+    write_results(r, out_dir, write_report, log, timeline, timeline_file)
     return r
 
