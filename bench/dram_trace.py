@@ -40,7 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from ndpdimm.bench.gemv import bench_header
+from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.rtl import build as rtl_build
+from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import BURST_BYTES
@@ -64,11 +66,12 @@ def _trace(cycle, burst, write=None, host=None) -> dict:
             "host": np.zeros(n, np.uint8) if host is None else np.asarray(host, np.uint8)}
 
 
-def fetch_order(rows_selected, n_rows=ROWS, n_cols=COLS, units=UNITS, elem_bytes=2) -> np.ndarray:
+def fetch_order(rows_selected, n_rows=ROWS, n_cols=COLS, units=UNITS, dtype=Dtype.FP16) -> np.ndarray:
     """Burst addresses of a DOT (dense / row gather) GEMV in the weight streamer's issue order:
-    per group of ``units`` selected rows, per 64 B chunk j, per unit: burst ``j*n_rows + row``."""
+    per group of ``units`` selected rows, per 64 B chunk j, per unit: burst ``j*n_rows + row``
+    (the DOT layout of ``cosim/gemv/weight_layout.py``)."""
     rows = np.asarray(rows_selected, np.int64)
-    chunks = -(-n_cols * elem_bytes // BURST_BYTES)
+    chunks = weight_layout.bursts_per_row(n_cols, dtype)
     out = []
     for g in range(0, len(rows), units):
         grp = rows[g:g + units]
