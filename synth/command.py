@@ -71,8 +71,11 @@ def _synth_block(block, units, root, liberty, *, flatten=False, log=_log):
 
 def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liberty=None,
               compare: bool | None = None, validate: bool | None = None,
-              reduced_units: int = REDUCED_UNITS, root=None, log=_log) -> dict:
+              reduced_units: int = REDUCED_UNITS, root=None, compare_with=None, log=_log) -> dict:
     """Synthesize ``blocks`` (names; default all) and write the report into ``out``.
+
+    ``compare_with``: an earlier ``area.json``, read before any synthesis (a bad file fails
+    first); the report gains its before/after section.
 
     ``compare`` / ``validate`` default to whether ``multiplier_unit`` / ``ndp_core``
     is selected. Returns the report dict (also written as ``area.json``).
@@ -80,6 +83,7 @@ def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liber
     from ndpdimm.synth import report, scaling, sram_macro
     from ndpdimm.synth.parallel_multiplier import matching_multipliers, products_per_cycle
     lib = load_library(liberty)                   # fails first, with the install hint
+    previous = report.previous_report(compare_with) if compare_with else None
     selected = [get_block(n) for n in blocks] if blocks else list(BLOCKS)
     if not isinstance(units, int) or units < 1:
         raise ValueError(f"units must be a positive integer, got {units!r}")
@@ -125,6 +129,8 @@ def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liber
         # registry blocks this invocation did not synthesize (a partial `ndpdimm synth BLOCK...`)
         "omitted": [b.name for b in BLOCKS if b not in selected],
     }
+    if previous:
+        rep["previous"] = previous
     if "ndp_core" in results:
         rep["core_breakdown"] = report.core_breakdown(results["ndp_core"], get_block("ndp_core").top)
     if compare:
@@ -171,6 +177,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="no synthesis: re-render --out/area.json (its 45 nm figures) with the "
                              "7 nm columns recomputed, rewriting area.md, area.png and area.json")
+    parser.add_argument("--compare-with", metavar="AREA_JSON", default=None,
+                        help="an earlier area.json (e.g. `git show main:synth/reports/area.json`): "
+                             "the report gains a before/after table per block and per core part")
 
 
 def run(args) -> None:
@@ -183,14 +192,15 @@ def run(args) -> None:
         if given:
             raise ValueError(f"--report-only re-renders {args.out}/area.json without synthesis; "
                              f"it takes no {', '.join(given)}")
-        from ndpdimm.synth.report import rerender
-        paths = rerender(args.out, git=_git_commit())
+        from ndpdimm.synth.report import previous_report, rerender
+        previous = previous_report(args.compare_with) if args.compare_with else None
+        paths = rerender(args.out, git=_git_commit(), previous=previous)
         _log(f"[synth] report re-rendered: {paths['md']}, {paths['json']}, {paths['png']}")
         return
     try:
         run_synth(args.blocks or None, units=args.units or DEFAULT_UNITS, out=args.out,
                   liberty=args.liberty,
                   compare=False if args.no_compare else None,
-                  validate=False if args.no_validate else None)
+                  validate=False if args.no_validate else None, compare_with=args.compare_with)
     except LibertyNotFound as e:
         raise ValueError(str(e)) from None

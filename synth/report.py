@@ -23,7 +23,7 @@ from ndpdimm.synth import scaling, sram_macro
 from ndpdimm.synth.flow import CLOCK_PERIOD_PS, compose
 
 __all__ = ["block_row", "scaled_7nm", "core_breakdown", "multiplier_comparison",
-           "composition_check", "write_reports", "rerender", "ReportError"]
+           "composition_check", "write_reports", "rerender", "previous_report", "ReportError"]
 
 UM2_PER_MM2 = 1e6
 
@@ -228,6 +228,7 @@ def _markdown(rep: dict) -> str:
                      f"{100 * chk['margin_' + k]:+.2f} % |")
         L.append(f"\nSynthesis time: hierarchical {chk['hier_seconds']:.0f} s, flattened "
                  f"{chk['flat_seconds']:.0f} s.")
+    L += _before_after(rep)
     L += ["", "## Sources and models", "",
           f"- SRAM density: {sram_macro.DENSITY_SOURCE}; two-port factor "
           f"{sram_macro.TWO_PORT_FACTOR:.2f} ({sram_macro.TWO_PORT_SOURCE}).",
@@ -245,6 +246,78 @@ def _markdown(rep: dict) -> str:
           "- Transistors: Yosys `stat -tech cmos` on the generic gate netlist (enables and "
           "sync resets unmapped into muxes first); SRAM macros not included."]
     return "\n".join(L) + "\n"
+
+
+def _load_report(path: Path, hint: str) -> dict:
+    """An area report read from ``path``; :class:`ReportError` naming it if missing (with
+    ``hint``), unreadable or without a ``blocks`` list."""
+    try:
+        rep = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file ({hint})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportError(f"{path}: not a readable area report: {e}") from None
+    if not isinstance(rep, dict) or not isinstance(rep.get("blocks"), list):
+        raise ReportError(f"{path}: not an area report (no 'blocks' list)")
+    return rep
+
+
+def previous_report(path) -> dict:
+    """The figures of an earlier ``area.json`` a new report is compared with (``--compare-with``):
+    per built block cells, flip-flops and areas, per core part its areas and flip-flops.
+
+    A missing or unreadable file, or one that is not an area report, raises :class:`ReportError`
+    naming it (nothing is written)."""
+    path = Path(path)
+    old = _load_report(path, "--compare-with takes an earlier area.json, e.g. "
+                             "`git show main:synth/reports/area.json > old.json`")
+    keys = ("cells", "ffs", "logic_mm2", "sram_mm2", "total_mm2")
+    blocks = {}
+    for i, r in enumerate(old["blocks"]):
+        if isinstance(r, dict) and r.get("status") == "built":
+            missing = [k for k in ("name",) + keys if k not in r]
+            if missing:
+                raise ReportError(f"{path}: block {r.get('name', i)!r} has no {missing[0]!r}")
+            blocks[r["name"]] = {k: r[k] for k in keys}
+    if not blocks:
+        raise ReportError(f"{path}: no built block to compare with")
+    parts = {p["part"]: {"logic_um2": p["logic_um2"], "sram_um2": p["sram_um2"], "ffs": p["ffs"]}
+             for p in old.get("core_breakdown") or [] if not p.get("failed")}
+    return {"file": str(path), "git": old.get("git"), "date": old.get("date"), "blocks": blocks,
+            "core_breakdown": parts}
+
+
+def _change(new: float, old: float) -> str:
+    return f"{100 * (new / old - 1):+.1f} %" if old else "new"
+
+
+def _before_after(rep: dict) -> list:
+    prev = rep.get("previous")
+    if not prev:
+        return []
+    L = ["", f"## Before / after (against the report of {prev['date']}, git {prev['git']})", "",
+         "| block | cells before -> after | flip-flops before -> after | total mm^2 (45 nm) "
+         "before -> after | change |", "|---|---:|---:|---:|---:|"]
+    for r in rep["blocks"]:
+        old = prev["blocks"].get(r["name"])
+        if r["status"] != "built" or old is None:
+            continue
+        L.append(f"| {r['title']} | {old['cells']:,} -> {r['cells']:,} | {old['ffs']:,} -> "
+                 f"{r['ffs']:,} | {_f(old['total_mm2'])} -> {_f(r['total_mm2'])} | "
+                 f"{_change(r['total_mm2'], old['total_mm2'])} |")
+    parts = [(p, prev["core_breakdown"].get(p["part"])) for p in rep.get("core_breakdown") or []
+             if not p.get("failed")]
+    if any(old for _, old in parts):
+        L += ["", "NdpCore by part:", "",
+              "| part | logic mm^2 before -> after | flip-flops before -> after | change |",
+              "|---|---:|---:|---:|"]
+        for p, old in parts:
+            if old is None:
+                L.append(f"| `{p['part']}` | new: {_f(_mm2(p['logic_um2']))} | {p['ffs']:,} | new |")
+                continue
+            L.append(f"| `{p['part']}` | {_f(_mm2(old['logic_um2']))} -> {_f(_mm2(p['logic_um2']))} | "
+                     f"{old['ffs']:,} -> {p['ffs']:,} | {_change(p['logic_um2'], old['logic_um2'])} |")
+    return L
 
 
 def _chart(rep: dict, path: Path):
@@ -320,23 +393,18 @@ def _row_areas(row: dict, where: str) -> tuple:
     return logic, sram
 
 
-def rerender(out_dir, *, git: str = "unknown") -> dict:
+def rerender(out_dir, *, git: str = "unknown", previous: dict | None = None) -> dict:
     """Re-render ``out_dir/area.json`` with the 7 nm columns recomputed from its 45 nm figures.
 
     Rewrites ``area.json``, ``area.md`` and ``area.png`` in ``out_dir``; Yosys does not run.
+    ``previous`` (:func:`previous_report`) replaces the before/after section's reference;
+    without it the one stored in ``area.json``, if any, is kept.
     A missing or unreadable ``area.json``, or one without the figures the report needs,
     raises :class:`ReportError` naming the file and what is wrong, and writes nothing.
     """
     path = Path(out_dir) / "area.json"
-    try:
-        rep = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file (--report-only re-renders the area.json of an "
-                          "earlier `ndpdimm synth` run in --out)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ReportError(f"{path}: not a readable area report: {e}") from None
-    if not isinstance(rep, dict) or not isinstance(rep.get("blocks"), list):
-        raise ReportError(f"{path}: not an area report (no 'blocks' list)")
+    rep = _load_report(path, "--report-only re-renders the area.json of an earlier "
+                             "`ndpdimm synth` run in --out")
     rows = [(r, f"{path}: block {r.get('name', i)!r}") for i, r in enumerate(rep["blocks"])
             if isinstance(r, dict) and r.get("status") == "built"]
     if isinstance(rep.get("parallel_fp16"), dict):
@@ -348,6 +416,8 @@ def rerender(out_dir, *, git: str = "unknown") -> dict:
         r.update(cols)
     rep["scaling"] = scaling.as_dict()
     rep["rerendered"] = {"date": today(), "git": git}
+    if previous is not None:
+        rep["previous"] = previous
     try:
         return write_reports(rep, out_dir)      # renders everything before writing anything
     except (KeyError, TypeError, AttributeError) as e:

@@ -120,3 +120,45 @@ def test_report_only_takes_no_synthesis_options(tmp_path, capsys):
     code, err = _run(tmp_path, capsys, "ndp_core", "--units", "16")
     assert code == 2 and "it takes no BLOCK, --units" in err
     assert json.loads((tmp_path / "area.json").read_text()) == _report()
+
+
+def test_compare_with_adds_a_before_after_table_kept_by_later_rerenders(tmp_path, capsys):
+    old = _report()
+    new = _report()
+    new["blocks"][1] = _row("ndp_core", 6.0, 6.25)               # logic 7.5 -> 6.0 mm^2
+    new["blocks"][1]["cells"], new["blocks"][1]["ffs"] = 80, 7
+    new["core_breakdown"][0]["logic_um2"] = 1.5e3
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "area.json").write_text(json.dumps(new))
+    code, err = _run(out, capsys, "--compare-with", str(tmp_path / "old.json"))
+    assert code == 0, err
+    md = (out / "area.md").read_text()
+    assert "## Before / after (against the report of 2026-11-30, git abc1234)" in md
+    assert "| The ndp_core | 100 -> 80 | 10 -> 7 | 13.7500 -> 12.2500 | -10.9 % |" in md
+    assert "| The engine | 100 -> 100 | 10 -> 10 | 8.0000 -> 8.0000 | +0.0 % |" in md
+    assert "| `ndp_core (glue)` | 0.0010 -> 0.0015 | 3 -> 3 | +50.0 % |" in md
+    # a plain re-render keeps the comparison stored in area.json
+    code, err = _run(out, capsys)
+    assert code == 0, err
+    assert "| The ndp_core | 100 -> 80 |" in (out / "area.md").read_text()
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "no such file"),
+    ("{not json", "not a readable area report"),
+    (json.dumps({"blocks": []}), "no built block to compare with"),
+    (json.dumps({"blocks": [{"name": "x", "status": "built", "cells": 1}]}), "has no 'ffs'"),
+])
+def test_compare_with_a_bad_file_is_an_error_and_writes_nothing(tmp_path, capsys, text, message):
+    old = tmp_path / "old.json"
+    if text is not None:
+        old.write_text(text)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "area.json").write_text(json.dumps(_report()))
+    code, err = _run(out, capsys, "--compare-with", str(old))
+    assert code == 2 and message in err and str(old) in err
+    assert [p.name for p in out.iterdir()] == ["area.json"]
+    assert json.loads((out / "area.json").read_text()) == _report()
