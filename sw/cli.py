@@ -396,6 +396,31 @@ def _parser():
     return p
 
 
+def _calibrate(args) -> None:
+    """``ndpdimm calibrate``: the fit (``cosim/model/calibrate.py``) with its RTL points on Dask,
+    then the held-out scenario streams (``sw/sampling/streams.py``) if asked."""
+    from ndpdimm.cosim.model import calibrate
+    from ndpdimm.sw.sweep.tasks import dask_runner
+    if args.streams < 0 or (args.streams_only and not args.streams):
+        raise ValueError(f"--streams must be >= 1 with --streams-only, and >= 0 (got {args.streams})")
+    if args.streams_only and args.refit:
+        raise ValueError("--streams-only adds streams to an existing calibration; it takes no --refit")
+    sharded = args.scheduler or args.jobs > 1
+    runner = dask_runner(args.scheduler, args.jobs) if sharded else calibrate.local_runner(1)
+    config = calibrate.config_from_args(args)
+    if args.streams_only:
+        record, path = calibrate.load_record(config, args.out)
+    else:
+        record = calibrate.run(args, runner=runner if sharded else None)
+        path = args.out or calibrate.calibration_path(config)
+    if args.streams:
+        from ndpdimm.sw.sampling.streams import stream_check
+        block = stream_check(config, args.streams, args.stream_seed, runner)
+        calibrate.add_held_out_streams(record, block, path)
+        print(calibrate.report(record))
+        print(f"wrote {path}")
+
+
 def _fuzz(args) -> int:
     """``ndpdimm fuzz``: 0 when every check passed, 1 with the failing check (and its seed)."""
     import json
@@ -497,8 +522,7 @@ def main(argv=None):
             if not result["bit_exact_vs_golden"]:
                 return 1
         elif args.command == "calibrate":
-            from ndpdimm.cosim.model import calibrate
-            calibrate.run(args)
+            _calibrate(args)
         elif args.command == "synth":
             from ndpdimm.synth import command as synth_command
             synth_command.run(args)

@@ -582,41 +582,127 @@ def replay_sequence(model: PerfModel, config: CoreConfig, rec: dict) -> dict:
     return _Runner(b, config).sequence(rec["spec"], submit_at=rec["submit_cycle"])
 
 
-def run_points(config: CoreConfig, points: list, *, jobs: int = 1, progress: bool = True):
-    """Measure ``points`` on the RTL backend; (records in the order given, extras)."""
+#: Largest expected cost of one shard in RTL cycles: a finished shard's points are saved at
+#: once, so a killed run loses at most this much (about 30 s at 256 units).
+SHARD_CYCLES = 200_000
+
+
+def local_runner(jobs: int):
+    """A :func:`run_points` runner of ``jobs`` local processes (``jobs`` = 1: this process):
+    ``runner(fn, tasks, on_done)`` calls ``on_done(i, result, error)`` per task as it finishes."""
+    def run(fn, tasks, on_done):
+        if jobs == 1:
+            for i, t in enumerate(tasks):
+                try:
+                    res, err = fn(t), None
+                except Exception as e:                     # reported, the others go on
+                    res, err = None, e
+                on_done(i, res, err)
+            return
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        with ProcessPoolExecutor(jobs) as pool:
+            futs = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+            for f in as_completed(futs):
+                err = f.exception()
+                on_done(futs[f], None if err else f.result(), err)
+    run.description = f"{jobs} local process(es)"
+    return run
+
+
+class PointStore:
+    """Finished RTL points of one calibration, one JSON file per point, so an interrupted run
+    resumes where it stopped. The folder is named after the configuration and the harness
+    build (its digest covers the Verilog and the build options), so a changed RTL never
+    reuses old points: ``<cache>/calibration/<config key>/<harness build>/``."""
+
+    EXTRAS = "_extras"
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{zlib.crc32(name.encode()):08x}-{name[:80]}.json"
+
+    def get(self, name: str):
+        path = self._path(name)
+        try:
+            rec = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None                                   # a half-written file is rerun
+        return rec["record"] if rec.get("name") == name else None
+
+    def put(self, name: str, record) -> None:
+        tmp = self._path(name).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"name": name, "record": record}) + "\n")
+        tmp.replace(self._path(name))
+
+
+def run_points(config: CoreConfig, points: list, *, jobs: int = 1, progress: bool = True,
+               runner=None, store: PointStore | None | bool = True, log=print):
+    """Measure ``points`` on the RTL backend; (records in the order given, extras).
+
+    Points go out in shards of at most :data:`SHARD_CYCLES` expected cycles, balanced by cost,
+    to ``runner`` (``runner(fn, tasks, on_done)``; default :func:`local_runner` of ``jobs``;
+    the CLI passes the Dask runner). ``store``: a :class:`PointStore`, ``True`` for the one of
+    this configuration's harness build, ``False``/``None`` for none; points already in it are
+    not run again and each shard's points are saved as the shard finishes. A failed shard is
+    reported after the others have finished (their points saved) as ``RuntimeError``."""
     from ndpdimm.cosim.rtl.harness import build_harness
-    build_harness(config, progress=progress)                  # once, before any worker
-    jobs = max(1, min(jobs, len(points)))
-    # shards of a few points each, balanced by expected cost, the first with the extras
-    order = sorted(range(len(points)), key=lambda i: -_cost(points[i], config))
-    n_shards = max(jobs, min(len(points), jobs * 6))
+    lib = build_harness(config, progress=progress)            # once, before any worker
+    if store is True:
+        store = PointStore(build_cache_dir("calibration") / config_key(config) / lib.parent.parent.name)
+    results = [store.get(p["name"]) if store else None for p in points]
+    extras = store.get(PointStore.EXTRAS) if store else None
+    todo = [i for i, r in enumerate(results) if r is None]
+    if store and len(todo) < len(points):
+        log(f"resuming from {store.folder}: {len(points) - len(todo)} of {len(points)} points "
+            f"already measured{'' if extras is None else ', extras too'}")
+    if not todo and extras is not None:
+        return results, extras
+    costs = {i: _cost(points[i], config) + 2e4 for i in todo}
+    n_shards = max(min(jobs, len(todo)), round(sum(costs.values()) / SHARD_CYCLES), 1)
+    n_shards = min(n_shards, max(len(todo), 1))
     shards = [[] for _ in range(n_shards)]
     load = [0.0] * n_shards
-    for i in order:
+    for i in sorted(todo, key=lambda i: -costs[i]):
         k = min(range(n_shards), key=load.__getitem__)
         shards[k].append(i)
-        load[k] += _cost(points[i], config) + 2e4
-    tasks = [(config.as_dict(), [points[i] for i in s], k == 0) for k, s in enumerate(shards)]
-    results, extras = [None] * len(points), None
+        load[k] += costs[i]
+    order = sorted(range(n_shards), key=lambda k: -load[k])        # longest first
+    shards = [shards[k] for k in order]
+    tasks = [(config.as_dict(), [points[i] for i in s], k == 0 and extras is None)
+             for k, s in enumerate(shards)]
+    runner = runner or local_runner(max(1, min(jobs, len(tasks))))
     bar = _progress(len(points), progress, "RTL points")
-    if jobs == 1:
-        it = map(_shard_worker, tasks)
-        pool = None
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-        pool = ProcessPoolExecutor(jobs)
-        it = pool.map(_shard_worker, tasks)
+    bar.update(len(points) - len(todo))
+    failed = []
+
+    def done(k, res, err):
+        nonlocal extras
+        if err is not None:
+            failed.append(f"shard {k} ({', '.join(points[i]['name'] for i in shards[k][:3])}...): "
+                          f"{type(err).__name__}: {err}")
+            return
+        recs, ex = res
+        if ex is not None:
+            extras = ex
+            if store:
+                store.put(PointStore.EXTRAS, ex)
+        for i, rec in zip(shards[k], recs):
+            results[i] = rec
+            if store:
+                store.put(points[i]["name"], rec)
+        bar.update(len(shards[k]))
+
     try:
-        for s, (recs, ex) in zip(shards, it):
-            if ex is not None:
-                extras = ex
-            for i, rec in zip(s, recs):
-                results[i] = rec
-            bar.update(len(s))
+        runner(_shard_worker, tasks, done)
     finally:
         bar.close()
-        if pool is not None:
-            pool.shutdown()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(tasks)} shards failed (the others are saved"
+                           f"{' in ' + str(store.folder) if store else ''}; rerun to resume): "
+                           + "; ".join(failed))
     return results, extras
 
 
@@ -895,7 +981,7 @@ def _speed(model: PerfModel, rows: list) -> dict:
 
 
 def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progress=True,
-              command=None, log=print) -> dict:
+              command=None, runner=None, resume: bool = True, log=print) -> dict:
     """The whole procedure (module docstring); returns the record written to ``out``."""
     sets = point_sets(config)
     t_start = time.perf_counter()
@@ -919,8 +1005,10 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         seqs = sequence_runs(config)
         log(f"calibrating {config_key(config)}: {len(sets['calibration'])} calibration + "
             f"{len(sets['held_out'])} held-out points and {len(seqs)} sequences (host traffic, "
-            f"refresh debt) on the RTL backend, {jobs} process(es)")
-        recs, extras = run_points(config, pts + seqs, jobs=jobs, progress=progress)
+            f"refresh debt) on the RTL backend, "
+            f"{getattr(runner, 'description', None) or f'{jobs} process(es)'}")
+        recs, extras = run_points(config, pts + seqs, jobs=jobs, progress=progress,
+                                  runner=runner, store=resume, log=log)
         measured = None
         n_cal = len(sets["calibration"])
         cal, held, seq_recs = recs[:n_cal], recs[n_cal:len(pts)], recs[len(pts):]
@@ -991,6 +1079,27 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
     return record
 
 
+def add_held_out_streams(record: dict, block: dict, path) -> None:
+    """Store a ``held_out_streams`` block (``sw/sampling/streams.py``) in ``record`` and its
+    file ``path``; its summary also under ``summary.held_out_streams``."""
+    record["held_out_streams"] = block
+    record["summary"]["held_out_streams"] = block["summary"]
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load_record(config: CoreConfig, path=None) -> tuple[dict, Path]:
+    """The calibration record of ``config`` (``path`` or the configuration's file) and its path;
+    ``FileNotFoundError`` / ``ValueError`` naming the file if missing or of another config."""
+    path = Path(path) if path is not None else calibration_path(config)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no calibration of {config_key(config)} to add streams "
+                                "to (run `ndpdimm calibrate` with the same options first)")
+    record = json.loads(path.read_text())
+    if record.get("config") != config.as_dict():
+        raise ValueError(f"{path} calibrates {record.get('config_key')}, not {config_key(config)}")
+    return record, path
+
+
 def report(record: dict) -> str:
     s, sp = record["summary"], record["speed"]
     lines = [f"performance model {record['config_key']}:"]
@@ -1009,6 +1118,14 @@ def report(record: dict) -> str:
         if v and v.get("n"):
             lines.append(f"  {label:26s} {v['n']:3d} points: mean |error| {v['mean_abs_pct']:.2f} %, "
                          f"max {v['max_abs_pct']:.2f} % ({v['max_point']})")
+    st = s.get("held_out_streams")
+    if st and st.get("streams"):
+        lines.append(f"  held-out scenario streams  {st['streams']:3d} streams, "
+                     f"{st['descriptors']} descriptors: total {st['total_error_pct']:+.2f} %, "
+                     f"per stream mean |error| {st['stream_mean_abs_total_error_pct']:.2f} % "
+                     f"(max {st['stream_max_abs_total_error_pct']:.2f} %, {st['stream_max_point']}), "
+                     f"per descriptor mean |error| {st['descriptor_mean_abs_error_pct']:.2f} %"
+                     f"{'' if st['all_bit_exact'] else ', RESULTS DIFFER FROM THE GOLDEN MODEL'}")
     lines.append(f"  RTL {sp['rtl_cycles_per_s']:.0f} cycles/s; model "
                  f"{sp['model_predictions_per_s']:.0f} descriptors/s; speed ratio "
                  f"{sp['speed_ratio_total']:.0f}x overall, min {sp['speed_ratio_min_point']:.0f}x "
@@ -1044,7 +1161,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--act-lanes", type=_positive, default=d.act_lanes)
     parser.add_argument("--dram-config", default=None, help="DRAM TOML (default DDR4-3200)")
     parser.add_argument("--jobs", type=_positive, default=min(2, os.cpu_count() or 1),
-                        help="RTL simulator processes in parallel (default: min(2, CPUs))")
+                        help="RTL simulator processes in parallel, as a Dask LocalCluster of that "
+                             "many workers when more than 1 (default: min(2, CPUs))")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="shard the RTL points over this Dask scheduler's workers instead")
+    parser.add_argument("--streams", type=int, default=0, metavar="PER_KIND",
+                        help="after the fit, check the model on held-out back-to-back descriptor "
+                             "streams drawn from a Hermes and a TriMoE run's own kernels, this "
+                             "many per kernel kind (sw/sampling/streams.py; default 0: none)")
+    parser.add_argument("--stream-seed", type=int, default=0,
+                        help="seed of the streams' draw and data (default 0)")
+    parser.add_argument("--streams-only", action="store_true",
+                        help="no RTL points, no fit: run --streams against the existing "
+                             "calibration file (--out or the configuration's) and add them to it")
+    parser.add_argument("--fresh", action="store_true",
+                        help="measure every point again instead of resuming from the points an "
+                             "earlier run of the same configuration and RTL build saved")
     parser.add_argument("--out", default=None,
                         help="parameter file (default cosim/model/calibration/<config key>.json)")
     parser.add_argument("--refit", default=None, metavar="FILE",
@@ -1059,8 +1191,9 @@ def config_from_args(args) -> CoreConfig:
                       dram_config=args.dram_config)
 
 
-def run(args) -> dict:
-    """Run ``ndpdimm calibrate`` with parsed ``args`` (from :func:`add_arguments`)."""
+def run(args, runner=None) -> dict:
+    """Run ``ndpdimm calibrate`` with parsed ``args`` (from :func:`add_arguments`); ``runner``
+    (see :func:`run_points`) shards the RTL points, the CLI's runs on Dask."""
     config = config_from_args(args)
     d = CoreConfig()
     opts = [f"--{flag} {getattr(config, name)}" for flag, name in (
@@ -1070,8 +1203,11 @@ def run(args) -> dict:
     if config.dram_config:
         opts.append(f"--dram-config {config.dram_config}")
     opts.append(f"--refit {args.refit}" if args.refit else f"--jobs {args.jobs}")
+    if args.scheduler and not args.refit:
+        opts.append(f"--scheduler {args.scheduler}")
     return calibrate(config, jobs=args.jobs, out=args.out, refit=args.refit,
-                     progress=not args.quiet, command=" ".join(["ndpdimm calibrate", *opts]))
+                     progress=not args.quiet, command=" ".join(["ndpdimm calibrate", *opts]),
+                     runner=runner, resume=not args.fresh)
 
 
 def main(argv=None) -> int:

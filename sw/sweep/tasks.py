@@ -3,6 +3,8 @@
 * :func:`cluster_client`: a client of the scheduler at ``scheduler`` (``tcp://HOST:PORT``), or
   of a ``LocalCluster`` of ``workers`` single-threaded worker processes made for the occasion
   (closed on exit).
+* :func:`dask_runner`: the two above as a ``runner(fn, tasks, on_done)`` for code below ``sw``
+  that shards work without importing Dask (``cosim/model/calibrate.py``'s ``run_points``).
 * :func:`run_tasks`: submit ``fn(*args)`` per item and hand each outcome to ``on_done(i,
   result, error)`` as it completes. A task whose worker was lost (``KilledWorker`` once the
   scheduler's own rescheduling gave up, a closed connection, a cancelled future) is resubmitted
@@ -12,7 +14,7 @@
 
 import contextlib
 
-__all__ = ["cluster_client", "run_tasks", "WORKER_LOST"]
+__all__ = ["cluster_client", "run_tasks", "dask_runner", "WORKER_LOST"]
 
 #: exception names meaning the task's worker went away, not that the task failed
 WORKER_LOST = ("KilledWorker", "CommClosedError", "FutureCancelledError", "CancelledError")
@@ -69,3 +71,15 @@ def run_tasks(client, fn, args, order=None, retries: int = 2, on_done=None, on_r
             pending.add(new)
             continue
         on_done(i, None, err)
+
+
+def dask_runner(scheduler: str | None = None, workers: int = 1):
+    """``runner(fn, tasks, on_done)``: ``fn(task)`` per task on the scheduler at ``scheduler``
+    or on a fresh LocalCluster of ``workers`` processes, ``on_done(i, result, error)`` as each
+    finishes (lost workers retried as in :func:`run_tasks`). ``runner.description`` says where."""
+    def run(fn, tasks, on_done):
+        with cluster_client(scheduler, workers) as (client, _):
+            run_tasks(client, fn, [(t,) for t in tasks], on_done=on_done)
+    run.description = f"Dask scheduler {scheduler}" if scheduler else \
+        f"Dask LocalCluster of {workers} worker(s)"
+    return run

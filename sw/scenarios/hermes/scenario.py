@@ -152,14 +152,16 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
 def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None = None,
                costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
                core: CoreConfig | None = None, timeline: Timeline | None = None,
-               rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
+               rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
+               kernels: KernelLog | None = None) -> dict:
     """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
     ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
     ``core``: the NDP core's configuration if not the one ``cfg`` describes; ``timeline``:
     the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md).
     ``rtl_samples``: replay that many of the Hermes system's NDP kernel invocations on the RTL
     of the same core (``sw/sampling/``, seed ``rtl_seed``, ``rtl_workers`` Dask workers); the
-    result's ``rtl_samples`` block."""
+    result's ``rtl_samples`` block. ``kernels``: the Hermes system's NDP kernel invocations are
+    logged into it (else into a fresh log)."""
     check_samples_request(rtl_samples, rtl_seed, rtl_workers)
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
@@ -221,7 +223,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                                    part.dense_gpu_share), dimms)
     runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
     runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
-    kernels = KernelLog()
+    kernels = KernelLog() if kernels is None else kernels
     runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
                               timeline=timeline, kernels=kernels)
     if timeline is not None:

@@ -587,13 +587,14 @@ def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
 
 def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None,
                timeline=None, rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
-               log=print) -> dict:
+               log=print, kernels: KernelLog | None = None) -> dict:
     """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
     called after each simulated step; ``costs`` reuses measured costs (else measured here);
     ``timeline``: every system's schedule is laid on it (``--timeline``, docs/trimoe.md).
     ``rtl_samples``: replay that many of the ``trimoe`` system's NDP expert executions on the RTL
     of the same core (``sw/sampling/``; seed ``rtl_seed``, ``rtl_workers`` Dask workers), the
-    result's ``rtl_samples`` block (``log`` gets its progress)."""
+    result's ``rtl_samples`` block (``log`` gets its progress). ``kernels``: the ``trimoe``
+    system's NDP expert executions are logged into it (else into a fresh log)."""
     check_samples_request(rtl_samples, rtl_seed, rtl_workers)
     t0 = time.perf_counter()
     model = load_moe_model(cfg.model)
@@ -608,7 +609,7 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
             with Dimm(cfg.backend, core, **kwargs) as dimm:
                 costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
-    kernels = KernelLog()
+    kernels = KernelLog() if kernels is None else kernels
     results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress, timeline,
                            kernels if s == "trimoe" else None) for s in cfg.systems}
     if timeline is not None:
