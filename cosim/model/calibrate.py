@@ -1089,10 +1089,10 @@ def add_held_out_streams(record: dict, block: dict, path) -> None:
 
 def load_record(config: CoreConfig, path=None) -> tuple[dict, Path]:
     """The calibration record of ``config`` (``path`` or the configuration's file) and its path;
-    ``FileNotFoundError`` / ``ValueError`` naming the file if missing or of another config."""
+    ``ValueError`` naming the file if it is missing or of another configuration."""
     path = Path(path) if path is not None else calibration_path(config)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no calibration of {config_key(config)} to add streams "
+        raise ValueError(f"{path}: no calibration of {config_key(config)} to add streams "
                                 "to (run `ndpdimm calibrate` with the same options first)")
     record = json.loads(path.read_text())
     if record.get("config") != config.as_dict():

@@ -61,3 +61,19 @@ def test_summary_counts_failed_streams_apart():
     assert s["streams"] == 1 and s["failed"] == 1
     assert s["total_error_pct"] == pytest.approx(3.0) and s["stream_max_point"] == "trimoe:expert"
     assert summarise_streams([{"error": "x"}]) == {"streams": 0, "failed": 1}
+
+
+def test_calibrate_streams_options_are_checked_before_any_work(tmp_path, capsys):
+    from ndpdimm.sw.cli import main
+    assert main(["calibrate", "--streams-only"]) == 2
+    assert "--streams must be >= 1 with --streams-only" in capsys.readouterr().err
+    assert main(["calibrate", "--streams", "-1"]) == 2
+    assert "--streams must be" in capsys.readouterr().err
+    missing = tmp_path / "none.json"
+    assert main(["calibrate", "--streams-only", "--streams", "1", "--out", str(missing)]) == 2
+    assert f"{missing}: no calibration of" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    other.write_text('{"config": {"n_units": 3}, "config_key": "u3"}')
+    assert main(["calibrate", "--streams-only", "--streams", "1", "--out", str(other)]) == 2
+    assert "calibrates u3, not" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [other]
