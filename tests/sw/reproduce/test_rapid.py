@@ -71,3 +71,14 @@ def test_node_parameter_that_differs_from_the_node_file_is_rejected():
     typo = {**params, "node.controller.role_switch": params[name]}
     with pytest.raises(ReproductionError, match="names no key"):
         _check_node_values(typo, doc, path)
+
+
+def test_bad_ttft_slo_and_a_failing_point_are_named(tmp_path):
+    from ndpdimm.sw.reproduce.core import ReproductionError
+    from ndpdimm.sw.reproduce.rapid import Case, _point, _run, _ttft_slo
+    case = Case("x", "llama3.1-8b", "mixed", "bursty", "p90", (1.0,), 10.0)
+    with pytest.raises(ReproductionError, match="cases.x.ttft_slo must be .* got 'p90'"):
+        _ttft_slo(case, "mi300x-node", 0)
+    missing = str(tmp_path / "no-node.toml")
+    with pytest.raises(ReproductionError, match="1 RAPID point.* failed.*no-node.toml"):
+        _run([_point(case, 1.0, 0.2, 0.05, missing, "direct", 0)], 1, True, lambda m: None, "t")
