@@ -2,7 +2,8 @@
 
 ``driver/`` (the host driver over either backend), ``layer/`` (one real transformer
 layer through the driver or the engine RTL), ``scenarios/`` (Hermes, TriMoE, RAPID and
-their shared catalogue), ``sampling/`` (sampled RTL co-simulation of a scenario run), ``sweep/`` (design-space sweeps and the sharded regression on
+their shared catalogue), ``sampling/`` (sampled RTL co-simulation of a scenario run), ``reproduce/`` (``ndpdimm reproduce``:
+the papers' set-ups, our figures beside the published ones), ``sweep/`` (design-space sweeps and the sharded regression on
 Dask), ``cli`` (the command line), ``result_files`` (JSON and PNG outputs), ``configs/``
 (model and hardware TOML files with their sources).
 

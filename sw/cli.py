@@ -23,6 +23,8 @@ Subcommands:
   an 8-GPU node under a power cap, static and dynamic configurations and an NDP-DIMM decode tier
   on one trace (``sw/scenarios/rapid/scenario.py``, ``sw/scenarios/rapid/report.py``); ``--save-trace`` / ``--trace`` write
   and replay the request trace
+* ``ndpdimm reproduce hermes|trimoe|rapid|all`` each paper's evaluation set-up, our figures beside
+  the published ones with ratios, explanations and sensitivity (``sw/reproduce/``)
 * ``ndpdimm sweep FILE`` a design-space sweep on Dask distributed (LocalCluster or
   ``--scheduler tcp://HOST:PORT``), cached per point (``sw/sweep/run.py``, ``sw/sweep/jobs.py``)
 * ``ndpdimm regress``   the RTL regression sharded over a Dask cluster, one merged pass/fail
@@ -48,6 +50,8 @@ _non_negative = non_negative_int
 RAPID_MODES = ("static", "dynamic-power", "dynamic", "all")
 RAPID_PATTERNS = ("steady", "bursty")
 RAPID_KV_PATHS = ("host", "p2p", "direct")
+# the papers of ``ndpdimm reproduce`` (sw.reproduce.PAPERS, checked equal in tests/sw/reproduce/test_command.py)
+REPRODUCE_PAPERS = ("hermes", "trimoe", "rapid", "all")
 
 
 def _positive_float(text):
@@ -333,6 +337,16 @@ def _parser():
                    help="the system --timeline records (default: the mode's controlled system, "
                         "static-4p4d for --mode static)")
 
+    rp = sub.add_parser("reproduce", help="run a paper's evaluation set-up and print our figures "
+                                          "beside the published ones (ratio, explanation, "
+                                          "sensitivity); JSON, Markdown and plots")
+    rp.add_argument("paper", choices=REPRODUCE_PAPERS,
+                    help="hermes, trimoe, rapid, or all three in turn")
+    rp.add_argument("--out", "--out-dir", dest="out", default="build/reproduce", metavar="DIR",
+                    help="folder of <paper>.json, .md and the plots (default build/reproduce)")
+    rp.add_argument("--reduced", action="store_true",
+                    help="a small model and short run (for tests): still a complete table and plots")
+
     w = sub.add_parser("sweep", help="run a design-space sweep file (scenario or RTL job over a "
                                      "grid of parameters) on Dask distributed, cached per point")
     w.add_argument("file", nargs="?", help="sweep file (.toml, .yaml); see docs/sweep.md")
@@ -564,6 +578,10 @@ def main(argv=None):
             rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace,
                           timeline_file=args.timeline, timeline_system=args.timeline_system,
                           **_rtl_sample_kwargs(args))
+        elif args.command == "reproduce":
+            from ndpdimm.sw.reproduce import PAPERS, run
+            papers = tuple(PAPERS) if args.paper == "all" else (args.paper,)
+            run(papers, args.out, reduced=args.reduced)
         elif args.command == "sweep":
             from ndpdimm.sw.sweep.jobs import JOBS, job_parameters
             from ndpdimm.sw.sweep.run import load_sweep, run_sweep
