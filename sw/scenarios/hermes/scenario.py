@@ -117,6 +117,21 @@ def _accuracy(active: np.ndarray, predicted: np.ndarray, mask: np.ndarray | None
             "cold_active": tp + fn, "cold_predicted": tp + fp}
 
 
+def _operating_points(workload: Workload, part, thresholds) -> list[dict]:
+    """The predictor's accuracy at each of ``thresholds`` on the cold neurons of ``part`` (the
+    sample layers' own placement) and over all neurons."""
+    act = workload.run.active
+    cold = ~part.on_gpu[np.arange(workload.run.layers)]
+    points = []
+    for th in thresholds:
+        pred_th = workload.at_threshold(th).predicted
+        a_cold, a_all = _accuracy(act, pred_th, cold), _accuracy(act, pred_th, None)
+        points.append({"threshold": float(th), "recall": a_cold["recall"],
+                       "precision": a_cold["precision"], "recall_all": a_all["recall"],
+                       "predicted_share": float(pred_th.mean())})
+    return points
+
+
 def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
     f = trace.active.mean(axis=0)                          # [S, F]
     return f[np.arange(layers) % f.shape[0]]
@@ -166,7 +181,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
                core: CoreConfig | None = None, timeline: Timeline | None = None,
                rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
-               ablations: bool = True, recall_thresholds=()) -> dict:
+               ablations: bool = True, recall_thresholds=(), decode: bool = True) -> dict:
     """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
     ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
     ``core``: the NDP core's configuration if not the one ``cfg`` describes; ``timeline``:
@@ -179,7 +194,8 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     the systems (``ndpdimm reproduce hermes``). ``recall_thresholds``: score thresholds (in
     [0, 1], :meth:`Workload.at_threshold`) at which the predictor's accuracy is also reported,
     on the same placement (``predictor.operating_points``; the systems run at ``workload``'s
-    own predictions)."""
+    own predictions). ``decode=False``: stop after the offline placement and return only
+    ``{"predictor": {"operating_points": ...}, "wall_seconds": ...}`` (no system decoded)."""
     check_samples_request(rtl_samples, rtl_seed, rtl_workers)
     thresholds = list(recall_thresholds)
     for th in thresholds:
@@ -220,6 +236,9 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                       side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                       dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed
                       / NDP_CLOCK_HZ, capacity=dimm_room)
+    if not decode:
+        return {"predictor": {"operating_points": _operating_points(workload, part, thresholds)},
+                "wall_seconds": time.perf_counter() - t_start}
     place = _Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
     dense_part = _placement(cfg, costs, sh, np.ones_like(freq), dimms, gpu_budget=ndp_budget,
                             side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
@@ -328,13 +347,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     act = workload.run.active
     acc = _accuracy(act, workload.predicted, cold)
     mem = workload.predictor_memory
-    points = []
-    for th in thresholds:
-        pred_th = workload.at_threshold(th).predicted
-        a_cold, a_all = _accuracy(act, pred_th, cold), _accuracy(act, pred_th, None)
-        points.append({"threshold": float(th), "recall": a_cold["recall"],
-                       "precision": a_cold["precision"], "recall_all": a_all["recall"],
-                       "predicted_share": float(pred_th.mean())})
+    points = _operating_points(workload, part, thresholds)
     extra = {
         "predictor": {**acc, "recall_all": _accuracy(act, workload.predicted, None)["recall"],
                       "operating_points": points,

@@ -44,6 +44,9 @@ def test_operating_points_match_runs_at_those_points(workload):
     base = run_hermes(CFG, workload=workload, log=_quiet, ablations=False, recall_thresholds=grid)
     assert set(base["ablations"]) == {"hermes"} and base["imbalance"]["static"] is None
     pts = base["predictor"]["operating_points"]
+    # the placement alone gives the same operating points, without decoding any system
+    quick = run_hermes(CFG, workload=workload, log=_quiet, recall_thresholds=grid, decode=False)
+    assert quick["predictor"]["operating_points"] == pts and "systems" not in quick
     assert [p["threshold"] for p in pts] == grid
     recalls = [p["recall"] for p in pts]
     assert recalls == sorted(recalls) and recalls[-1] == 1.0 and pts[-1]["predicted_share"] == 1.0
