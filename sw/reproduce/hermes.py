@@ -411,7 +411,7 @@ def _figures(v, runner, per_batch, b1_tokens, sp_dejavu, sp_host, hot20, floor, 
             f"near {13.75 / 75.24:.2f} tokens/s at batch 1, dense-offloading speed (our FlexGen-like: "
             f"{sys_f['flexgen']['tokens_per_s']:.2f}); its Deja Vu set-up is not in the stored "
             "pages, and its average covers all its models (ours LLaMA2-70B only). PCIe bandwidth "
-            "across its sourced range moves ours by about a quarter (tornado)")
+            "across its sourced range: see the tornado")
     if sp_host is None:
         fig("speedup_vs_host_max", None, why_floor)
     else:
