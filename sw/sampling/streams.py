@@ -56,7 +56,7 @@ def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
     logs = {"hermes": KernelLog(), "trimoe": KernelLog()}
     t0 = time.perf_counter()
     run_hermes(dataclasses.replace(HermesConfig(), units=core.n_units), core=core, log=quiet,
-               kernels=logs["hermes"])
+               kernels=logs["hermes"], ablations=False)      # the Hermes system's kernels only
     log(f"[streams] Hermes run logged {logs['hermes'].invocations():,} kernel invocations "
         f"({time.perf_counter() - t0:.0f} s)")
     t0 = time.perf_counter()

@@ -104,6 +104,34 @@ def _int8_error() -> dict:
                     "model (sw/scenarios/hermes/decode.py), cold neurons in FP16 vs INT8"}
 
 
+def _accuracy(active: np.ndarray, predicted: np.ndarray, mask: np.ndarray | None) -> dict:
+    """Precision and recall of ``predicted`` against ``active`` ([tokens, S, F] bool) over the
+    neurons of ``mask`` ([S, F], None: all); None where undefined."""
+    if mask is not None:
+        active, predicted = active & mask, predicted & mask
+    tp = int((active & predicted).sum())
+    fp = int((~active & predicted).sum())
+    fn = int((active & ~predicted).sum())
+    return {"precision": tp / (tp + fp) if tp + fp else None,
+            "recall": tp / (tp + fn) if tp + fn else None,
+            "cold_active": tp + fn, "cold_predicted": tp + fp}
+
+
+def _operating_points(workload: Workload, part, thresholds) -> list[dict]:
+    """The predictor's accuracy at each of ``thresholds`` on the cold neurons of ``part`` (the
+    sample layers' own placement) and over all neurons."""
+    act = workload.run.active
+    cold = ~part.on_gpu[np.arange(workload.run.layers)]
+    points = []
+    for th in thresholds:
+        pred_th = workload.at_threshold(th).predicted
+        a_cold, a_all = _accuracy(act, pred_th, cold), _accuracy(act, pred_th, None)
+        points.append({"threshold": float(th), "recall": a_cold["recall"],
+                       "precision": a_cold["precision"], "recall_all": a_all["recall"],
+                       "predicted_share": float(pred_th.mean())})
+    return points
+
+
 def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
     f = trace.active.mean(axis=0)                          # [S, F]
     return f[np.arange(layers) % f.shape[0]]
@@ -153,6 +181,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
                core: CoreConfig | None = None, timeline: Timeline | None = None,
                rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
+               ablations: bool = True, recall_thresholds=(), decode: bool = True,
                kernels: KernelLog | None = None) -> dict:
     """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
     ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
@@ -160,9 +189,21 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md).
     ``rtl_samples``: replay that many of the Hermes system's NDP kernel invocations on the RTL
     of the same core (``sw/sampling/``, seed ``rtl_seed``, ``rtl_workers`` Dask workers); the
-    result's ``rtl_samples`` block. ``kernels``: the Hermes system's NDP kernel invocations are
-    logged into it (else into a fresh log)."""
+    result's ``rtl_samples`` block. ``ablations=False``: skip the ``random``, ``offline`` and
+    ``online`` ablations (the result's ``ablations`` then holds ``hermes`` only and
+    ``imbalance.static`` is None) - three of the five NDP runs, for callers that only compare
+    the systems (``ndpdimm reproduce hermes``). ``recall_thresholds``: score thresholds (in
+    [0, 1], :meth:`Workload.at_threshold`) at which the predictor's accuracy is also reported,
+    on the same placement (``predictor.operating_points``; the systems run at ``workload``'s
+    own predictions). ``decode=False``: stop after the offline placement and return only
+    ``{"predictor": {"operating_points": ...}, "wall_seconds": ...}`` (no system decoded).
+    ``kernels``: the Hermes system's NDP kernel invocations are logged into it (else into a
+    fresh log)."""
     check_samples_request(rtl_samples, rtl_seed, rtl_workers)
+    thresholds = list(recall_thresholds)
+    for th in thresholds:
+        if isinstance(th, bool) or not isinstance(th, (int, float)) or not 0.0 <= th <= 1.0:
+            raise ValueError(f"recall thresholds must be numbers in [0, 1], got {th!r}")
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
@@ -198,6 +239,9 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                       side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                       dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed
                       / NDP_CLOCK_HZ, capacity=dimm_room)
+    if not decode:
+        return {"predictor": {"operating_points": _operating_points(workload, part, thresholds)},
+                "wall_seconds": time.perf_counter() - t_start}
     place = _Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
     dense_part = _placement(cfg, costs, sh, np.ones_like(freq), dimms, gpu_budget=ndp_budget,
                             side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
@@ -219,10 +263,11 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     runs["ndp_dense"] = _ndp_run(cfg, costs, sh, workload,
                                  _Placement(dense_part.on_gpu, dense_part.dimm,
                                             dense_part.dense_gpu_share), dimms, sparse=False)
-    runs["random"] = _ndp_run(cfg, costs, sh, workload, _Placement(rand_gpu, rand_dimm,
-                                                                   part.dense_gpu_share), dimms)
-    runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
-    runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
+    if ablations:
+        runs["random"] = _ndp_run(cfg, costs, sh, workload, _Placement(rand_gpu, rand_dimm,
+                                                                       part.dense_gpu_share), dimms)
+        runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
+        runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
     kernels = KernelLog() if kernels is None else kernels
     runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
                               timeline=timeline, kernels=kernels)
@@ -282,6 +327,8 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
             "hermes": ttft_ndp, "datacenter": ttft_dc}
     system_of = {"random": "hermes", "offline": "hermes", "online": "hermes"}
     for name in SYSTEMS + ABLATIONS:
+        if name not in runs:
+            continue
         tl = runs[name]
         kind = system_of.get(name, name)
         nd = dimms if kind in ("ndp_dense", "hermes") else 0
@@ -300,15 +347,13 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     # predictor accuracy over the cold neurons of the Hermes placement (sample layers' own)
     S = workload.run.layers
     cold = ~part.on_gpu[np.arange(S)]
-    act, pred = workload.run.active, workload.predicted
-    tp = int((act & pred & cold).sum())
-    fp = int((~act & pred & cold).sum())
-    fn = int((act & ~pred & cold).sum())
+    act = workload.run.active
+    acc = _accuracy(act, workload.predicted, cold)
     mem = workload.predictor_memory
+    points = _operating_points(workload, part, thresholds)
     extra = {
-        "predictor": {"precision": tp / (tp + fp) if tp + fp else None,
-                      "recall": tp / (tp + fn) if tp + fn else None,
-                      "cold_active": tp + fn, "cold_predicted": tp + fp,
+        "predictor": {**acc, "recall_all": _accuracy(act, workload.predicted, None)["recall"],
+                      "operating_points": points,
                       "memory_bytes_per_layer": mem, "memory_kb_per_layer": sum(mem.values()) / 1e3,
                       "memory_mb_all_layers": sum(mem.values()) * sh.L / 1e6,
                       "fit_seconds": workload.fit_seconds,
@@ -328,7 +373,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                        * sh.neuron_bytes + (1 - part.dense_gpu_share).sum()
                                        * sh.qkv_bytes / dimms],
                       "dimm_capacity_gb": dimm_room / 1e9},
-        "imbalance": {"static": results["online"]["imbalance"],
+        "imbalance": {"static": results["online"]["imbalance"] if "online" in results else None,
                       "remapped": results["hermes"]["imbalance"],
                       "remap_migrations": sum(1 for e in runs["hermes"].migration_log
                                               if e[1] == "dimm->dimm"),
@@ -358,7 +403,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                        "sample_layers": workload.run.layers},
         "costs": costs.as_dict(),
         "systems": {k: results[k] for k in SYSTEMS},
-        "ablations": {k: results[k] for k in ABLATIONS},
+        "ablations": {k: results[k] for k in ABLATIONS if k in results},
         **extra,
         "wall_seconds": time.perf_counter() - t_start,
     }

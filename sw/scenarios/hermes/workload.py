@@ -11,6 +11,11 @@ simulated and layer ``l`` of the model replays sample ``l mod S``.
 Entry points: :func:`make_workload` (traces, the fitted
 :class:`~ndpdimm.sw.scenarios.hermes.predictor.NeuronPredictor` run over the run
 trace) returning a :class:`Workload`; a sweep reuses one per model and batch.
+The workload keeps the predictor's scores, so :meth:`Workload.at_threshold` gives
+the same run at another operating point (a neuron predicted active when its score
+reaches the threshold; the configured point is ``score >= 0.5 / coefficient``)
+without fitting or replaying the predictor again: the scores do not depend on the
+threshold, since the predictor learns from the actual activations only.
 """
 
 import dataclasses
@@ -37,6 +42,18 @@ class Workload:
     predictor_memory: dict                 # bytes per part for one layer (full neuron count)
     fit_seconds: float
     predict_seconds: float
+    scores: np.ndarray | None = None       # [tokens, S, ffn] float32, the predictor's scores
+
+    def at_threshold(self, threshold: float) -> "Workload":
+        """The same workload with neurons predicted active when their score is at least
+        ``threshold`` (in [0, 1]; 0 predicts every neuron active, i.e. no sparsity on the
+        cold side). Needs the scores (kept by :func:`make_workload`)."""
+        if self.scores is None:
+            raise ValueError("this workload has no predictor scores (made without make_workload)")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+        return dataclasses.replace(self, predicted=self.scores >= threshold)
 
 
 def _batch_trace(cfg: HermesConfig, model: ModelShape, tokens: int, seed_base: int) -> ActivationTrace:
@@ -82,11 +99,14 @@ def make_workload(cfg: HermesConfig, model: ModelShape | None = None, trace: Act
         log(f"[hermes] predictor table fitted on {profile.tokens} profiling tokens in {fit_s:.1f} s")
     t0 = time.perf_counter()
     predicted = np.zeros(run.active.shape, dtype=bool)
+    scores = np.zeros(run.active.shape, dtype=np.float32)
     for t in range(run.tokens):
         for s in range(run.layers):
             prev = run.active[t, s - 1] if s else None
-            predicted[t, s] = predictor.predict(s, prev)
+            score = predictor.scores(s, prev)            # what predictor.predict thresholds
+            predicted[t, s] = predictor.coefficient * score >= 0.5
+            scores[t, s] = score
             predictor.observe(s, run.active[t, s], prev)
     memory = NeuronPredictor(1, model.ffn, window=cfg.predictor_window).memory_bytes(per_layer=True)
     return Workload(model, cfg.batch, profile, run, predicted, memory, fit_s,
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, scores)
