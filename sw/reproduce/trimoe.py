@@ -28,7 +28,8 @@ contributes 1.75x, the bottleneck-aware refinement 1.28x and the prediction-driv
   initial plan), + refinement, + dynamic relayout/rebalancing (full TriMoE); each gain the
   geometric mean over every (model, batch).
 * **Sensitivity**: each headline recomputed with one parameter at either end of its sourced
-  range (routing skew, PCIe bandwidth, GPU small-batch efficiency, AMX throughput).
+  range (routing skew, PCIe bandwidth, GPU small-batch efficiency, AMX throughput, the NDP
+  core's multiplier count - its NDP costs measured again through the driver at each end).
 * Per-domain utilisation and the EMA predictor's accuracy (no published value in the stored
   sources) go into the notes and curves.
 
@@ -58,7 +59,9 @@ BASELINES = ("gpu_only", "gpu_cpu", "gpu_ndp")
 VARIANTS = {"trimoe_greedy_static": (False, False), "trimoe_static": (True, False)}
 #: the parameters each headline is swept over (each has a sourced range in the parameter file)
 SENSITIVITY = ("routing.hot_mass", "hardware.pcie_gbs", "hardware.gpu_half_efficiency_tokens",
-               "hardware.amx_bf16_tflops")
+               "hardware.amx_bf16_tflops", "ndp.units")
+#: parameters of the NDP core: the NDP costs are measured again at each end of their range
+_NDP_PARAMS = ("ndp.units",)
 
 _ABS = "arXiv 2603.01058 abstract"
 _LENS = "arxivlens summary of arXiv 2603.01058, Key Results"
@@ -213,7 +216,8 @@ def _sensitivity(params, v0, costs, progress) -> dict:
         ends = []
         for end in (p.low, p.high):
             v = {**v0, name: end}
-            runs = _run(v, costs, False, progress, tag=f"sensitivity {name} = {end:g}: ")
+            point = _measure_costs(v, v["setup.models"], progress)[0] if name in _NDP_PARAMS else costs
+            runs = _run(v, point, False, progress, tag=f"sensitivity {name} = {end:g}: ")
             ends.append(_headlines(runs, v["setup.models"], v["setup.batches"]))
         for k in _HEADLINES:
             bars[k].append(SensitivityBar(parameter=name, low=p.low, high=p.high, baseline=p.value,
