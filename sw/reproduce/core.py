@@ -210,6 +210,11 @@ def _markdown(rep: Reproduction, images: list[Path]) -> str:
     return "\n".join(out)
 
 
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
 def _bar_plot(rep: Reproduction, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
@@ -220,18 +225,22 @@ def _bar_plot(rep: Reproduction, path: Path) -> Path:
     ours = [f.ours if f.ours is not None else 0.0 for f in figs]
     values = [abs(v) for v in pub + ours if v]
     log = all(v > 0 for v in pub) and all(v >= 0 for v in ours) and max(values) / min(values) > 50
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(figs) + 1.5))
+    fig, ax = plt.subplots(figsize=(10, 0.8 * len(figs) + 1.5))
     ax.barh(y - 0.2, pub, height=0.4, label="published", color="#888888")
     ax.barh(y + 0.2, ours, height=0.4, label="ours", color="#1f77b4")
     for i, f in enumerate(figs):
         text = "not produced" if f.ours is None else f"x{f.ratio:.2f}"
         ax.text(ours[i] if f.ours else (min(values) if log else 0), y[i] + 0.2, " " + text,
                 va="center", fontsize=8, color="black" if f.within() else "#c00000")
-    ax.set_yticks(y, [f"{f.label} [{f.unit}]" for f in figs], fontsize=8)
+    ax.set_yticks(y, [_wrap(f"{f.label} [{f.unit}]", 45) for f in figs], fontsize=8)
     ax.invert_yaxis()
     if log:
         ax.set_xscale("log")
-    ax.set_title(f"{rep.title}: published vs ours (red: outside +-{TOLERANCE:.0%})", fontsize=10)
+        ax.set_xlim(right=max(values) * 3)
+    else:
+        ax.set_xlim(right=max(values) * 1.2)
+    ax.set_title(_wrap(f"{rep.title}: published vs ours (red: outside +-{TOLERANCE:.0%})", 80),
+                 fontsize=10)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 
@@ -250,12 +259,15 @@ def _tornado_plot(rep: Reproduction, key: str, bars: list[SensitivityBar], path:
         ax.barh(i, hi - base, left=base, color="#fd8d3c", height=0.6)
     ax.set_yticks(range(len(bars)), [f"{b.parameter}\n{_fmt(b.low)} .. {_fmt(b.high)} "
                                      f"(base {_fmt(b.baseline)})" for b in bars], fontsize=7)
+    ends = [x for b in bars for x in (b.headline_at_low, b.headline_at_high)] + [base, f.published]
+    pad = 0.08 * ((max(ends) - min(ends)) or abs(base) or 1.0)
+    ax.set_xlim(min(ends) - pad, max(ends) + pad)
     ax.axvline(base, color="black", lw=1, label=f"ours {_fmt(base)}")
     ax.axvline(f.published, color="#c00000", ls="--", lw=1.5, label=f"published {_fmt(f.published)}")
     handles = ax.get_legend_handles_labels()[0] + [Patch(color="#6baed6", label="parameter at low"),
                                                    Patch(color="#fd8d3c", label="parameter at high")]
-    ax.set_xlabel(f"{f.label} [{f.unit}]")
-    ax.set_title(f"Sensitivity of {f.label}", fontsize=10)
+    ax.set_xlabel(_wrap(f"{f.label} [{f.unit}]", 90), fontsize=9)
+    ax.set_title(_wrap(f"Sensitivity of {f.label}", 80), fontsize=10)
     ax.legend(handles=handles, fontsize=7, loc="best")
     return save_figure(fig, path)
 
@@ -279,7 +291,7 @@ def _curve_plot(name: str, curve: dict, path: Path) -> Path:
     ax.set_ylabel(curve["y_label"])
     if curve.get("log_x"):
         ax.set_xscale("log")
-    ax.set_title(curve.get("title", name), fontsize=10)
+    ax.set_title(_wrap(curve.get("title", name), 80), fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return save_figure(fig, path)

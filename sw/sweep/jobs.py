@@ -9,8 +9,8 @@ docs use:
   every system, the hot share and the ILP time;
 * ``trimoe``: :class:`~ndpdimm.sw.scenarios.trimoe.scenario.TriMoeConfig` -> MoE-layer latency and tokens/s of
   every system;
-* ``rapid``: :class:`~ndpdimm.sw.scenarios.rapid.scenario.RapidConfig` -> goodput, SLO attainment and QPS/W of
-  every system;
+* ``rapid``: :class:`~ndpdimm.sw.scenarios.rapid.scenario.RapidConfig` -> goodput, SLO attainment (both SLOs,
+  TTFT alone, TPOT alone), QPS/W, mean power and throughput of every system;
 * ``rtl-gemv``: one dense GEMV of ``rows x cols`` (``dtype``, ``batch``, random values from
   ``seed``) through the driver on the ``backend`` (default ``rtl``: the Verilated core with
   ``units`` GEMV units; its build is cached per parameter set and shared by every task on the
@@ -77,7 +77,8 @@ def _rapid(p):
     r = run_rapid(RapidConfig(**p))
     row = {"ttft_slo_s": r["slo"]["ttft_s"], "requests": r["trace"]["requests"]}
     for s in r["systems"]:
-        for key in ("goodput_rps", "slo_attainment", "qps_per_w"):
+        for key in ("goodput_rps", "slo_attainment", "qps_per_w", "ttft_attainment",
+                    "tpot_attainment", "mean_power_w", "throughput_rps"):
             row[f"{s['system']}_{key}"] = s[key]
     return row
 

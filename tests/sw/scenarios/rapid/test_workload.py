@@ -92,7 +92,7 @@ RATES = {"steady_rate_rps": 10.0, "bursty_phase_duration_s": (60.0, 30.0),
 # --- built-in workloads ------------------------------------------------------------------------
 
 def test_builtins_are_listed_and_load_with_the_documented_numbers():
-    assert list_workloads() == ["long-context", "mixed"]
+    assert list_workloads() == ["long-context", "mixed", "sustained-decode"]
     for name in list_workloads():
         spec = load_workload(name)
         assert spec.name == name
@@ -103,6 +103,10 @@ def test_builtins_are_listed_and_load_with_the_documented_numbers():
         ("uniform", 7680, 8192)
     assert (lc.output_tokens_min, lc.output_tokens_max, lc.steady_rate_rps) == (128, 512, 9.0)
     assert lc.bursty_phase_duration_s == (60.0, 30.0) and lc.bursty_phase_rate_rps == (6.0, 15.0)
+    sd = load_workload("sustained-decode")   # the vLLM benchmark's generation-heavy case, 128 in / 2048 out
+    assert (sd.input_tokens_min, sd.input_tokens_max, sd.output_tokens_min, sd.output_tokens_max) == \
+        (128, 128, 2048, 2048)
+    assert sd.mean_rate("bursty") == pytest.approx(sd.steady_rate_rps)
     mixed = load_workload("mixed")
     assert (mixed.input_distribution, mixed.input_tokens_min, mixed.input_tokens_max) == \
         ("log-uniform", 512, 8192)

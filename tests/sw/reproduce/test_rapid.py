@@ -1,0 +1,84 @@
+"""The RAPID reproduction: the 90 %-load finder, and the reduced run end to end."""
+
+import json
+
+import pytest
+
+from ndpdimm.sw import cli
+from ndpdimm.sw.reproduce.params import load_params
+from ndpdimm.sw.reproduce.rapid import PUBLISHED, SYSTEMS, max_sustained_load
+
+
+def test_max_sustained_load_interpolates_the_first_crossing():
+    # 0.95 at 10, 0.85 at 20: the target 0.9 is crossed half-way
+    assert max_sustained_load([10, 20, 30], [0.95, 0.85, 0.95], 0.9) == (pytest.approx(15.0), "interpolated")
+    assert max_sustained_load([30, 10, 20], [0.1, 1.0, 0.9], 0.9) == (pytest.approx(20.0), "interpolated")
+    assert max_sustained_load([10, 20], [0.99, 0.95], 0.9) == (20, "above grid")
+    assert max_sustained_load([10, 20], [0.5, 0.4], 0.9) == (None, "below grid")
+
+
+def test_parameter_file_sources_every_value_and_the_node_values_match():
+    params = load_params("rapid")
+    for name in params["sensitivity_parameters"].value:
+        assert params[name].range_source, name
+    assert params["static_baseline"].value in SYSTEMS and params["rapid_system"].value in SYSTEMS
+
+
+def test_reduced_reproduction_writes_a_complete_table(tmp_path, capsys):
+    """`ndpdimm reproduce rapid --reduced`: the table with both published figures, the load
+    sweep, the peak load and one tornado bar, from the real scenario (in process)."""
+    assert cli.main(["reproduce", "rapid", "--reduced", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| figure | unit | published |" in out
+    data = json.loads((tmp_path / "rapid.json").read_text())
+    figures = {f["key"]: f for f in data["figures"]}
+    assert set(figures) == set(PUBLISHED)
+    for key, f in figures.items():
+        assert f["published"] == PUBLISHED[key][2]
+        assert f["ours"] is not None and f["ratio"] == pytest.approx(f["ours"] / f["published"])
+        assert f["within_25pct"] or f["explanation"]
+    case = data["setup"]["results"]["mixed"]
+    sweep = data["setup"]["load_sweep"]["mixed"]
+    assert [p["rate_scale"] for p in sweep] == load_params("rapid")["reduced.rate_scales"].value
+    # the peak load is where the RAPID system's attainment crosses 90 % on the sweep
+    loads = [p["offered_rps"] for p in sweep]
+    att = [p["dynamic_slo_attainment"] for p in sweep]
+    assert case["peak_load_rps"] == pytest.approx(max_sustained_load(loads, att, 0.9)[0])
+    at = case["at_peak"]
+    assert figures["slo_attainment_ratio_at_peak"]["ours"] == pytest.approx(
+        at["dynamic"]["slo_attainment"] / at["static-4p4d"]["slo_attainment"])
+    (bar,) = data["sensitivity"]["slo_attainment_ratio_at_peak"]
+    assert bar["parameter"] == "node.controller.role_switch_s" and (bar["low"], bar["high"]) == (2.0, 5.0)
+    for name in ("rapid.md", "rapid.png", "rapid_tornado_slo_attainment_ratio_at_peak.png",
+                 "rapid_attainment_mixed.png", "rapid_slo_split_mixed.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_node_parameter_that_differs_from_the_node_file_is_rejected():
+    import dataclasses
+    import tomllib
+
+    from ndpdimm.sw.reproduce.core import ReproductionError
+    from ndpdimm.sw.reproduce.rapid import _check_node_values, _node_path
+    params = load_params("rapid")
+    path = _node_path(params["node_file"].value)
+    doc = tomllib.loads(path.read_text())
+    _check_node_values(params, doc, path)
+    name = "node.controller.role_switch_s"
+    moved = {**params, name: dataclasses.replace(params[name], value=4.0)}
+    with pytest.raises(ReproductionError, match=f"'{name}' = 4.0 but .*mi300x-node.toml has 3.0"):
+        _check_node_values(moved, doc, path)
+    typo = {**params, "node.controller.role_switch": params[name]}
+    with pytest.raises(ReproductionError, match="names no key"):
+        _check_node_values(typo, doc, path)
+
+
+def test_bad_ttft_slo_and_a_failing_point_are_named(tmp_path):
+    from ndpdimm.sw.reproduce.core import ReproductionError
+    from ndpdimm.sw.reproduce.rapid import Case, _point, _run, _ttft_slo
+    case = Case("x", "llama3.1-8b", "mixed", "bursty", "p90", (1.0,), 10.0)
+    with pytest.raises(ReproductionError, match="cases.x.ttft_slo must be .* got 'p90'"):
+        _ttft_slo(case, "mi300x-node", 0)
+    missing = str(tmp_path / "no-node.toml")
+    with pytest.raises(ReproductionError, match="1 RAPID point.* failed.*no-node.toml"):
+        _run([_point(case, 1.0, 0.2, 0.05, missing, "direct", 0)], 1, True, lambda m: None, "t")
