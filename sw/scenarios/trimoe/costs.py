@@ -130,6 +130,16 @@ class DomainCosts:
         points.sort(key=lambda p: p[0])
         self.contention_points = tuple(points)
 
+    def with_hardware(self, hw: TriMoeHardware) -> "DomainCosts":
+        """The same measured NDP and DIMM-Link costs on other GPU / PCIe / CPU figures (a
+        sensitivity point); the NDP-DIMMs themselves must be the same, since those costs were
+        measured for them."""
+        if hw.ndp != self.hw.ndp:
+            raise ValueError(f"with_hardware keeps the measured NDP costs: the NDP-DIMMs must stay "
+                             f"{self.hw.ndp}, got {hw.ndp}")
+        return DomainCosts(self.model, hw, self.ndp_cost, [c for _, c in self.contention_points[1:]],
+                           self.link, self.reference)
+
     # ---- GPU and CPU ------------------------------------------------------------------------
     def gpu_compute(self, tokens: int) -> float:
         g = self.hw.gpu

@@ -82,7 +82,7 @@ from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
-from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
+from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, InfeasibleSchedule, schedule
 from ndpdimm.sw.scenarios.trimoe.traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
 
 __all__ = ["TriMoeConfig", "SYSTEMS", "run_trimoe", "simulate", "make_traces"]
@@ -121,6 +121,12 @@ class TriMoeConfig:
     link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
     seed: int = 0
     systems: tuple = SYSTEMS
+    # systems whose scheduler runs the bottleneck-aware refinement after the greedy pass (the
+    # others keep the greedy placement: prior systems, as TriMoE's ablation removes it)
+    refinement: tuple = SYSTEMS
+    # trimoe only: manage the layouts while running (relayout into a DIMM inside a task, relayout
+    # back to striped, rebalancing); False keeps the initial plan's layout for the whole run
+    dynamic_layout: bool = True
 
     def __post_init__(self):
         for name in ("batch", "steps", "profile_steps", "sample_layers", "units", "act_lanes",
@@ -143,6 +149,11 @@ class TriMoeConfig:
         bad = [s for s in self.systems if s not in SYSTEMS]
         if bad or not self.systems:
             raise ValueError(f"systems must be a non-empty subset of {SYSTEMS}, got {self.systems!r}")
+        if not isinstance(self.refinement, tuple) or any(s not in SYSTEMS for s in self.refinement):
+            raise ValueError(f"refinement must be a tuple of systems out of {SYSTEMS}, "
+                             f"got {self.refinement!r}")
+        if not isinstance(self.dynamic_layout, bool):
+            raise ValueError(f"dynamic_layout must be a bool, got {self.dynamic_layout!r}")
 
     def trace_config(self, model, steps, seed) -> RoutingTraceConfig:
         return RoutingTraceConfig(
@@ -340,7 +351,7 @@ def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s,
             prefetch_bytes += len(plan) * costs.expert_bytes
             tally.counts["prefetches"] += len(plan)
         tally.migration["prefetch_stall"] += max(0.0, prefetch_bytes / costs.pcie - (step_time - pcie_busy))
-    if system == "trimoe" and (s + 1) % cfg.rebalance_every == 0:
+    if system == "trimoe" and cfg.dynamic_layout and (s + 1) % cfg.rebalance_every == 0:
         for layer in range(loads.shape[0]):
             pred = _predicted_ndp(costs, predictor.predict(layer))
             moves = state.layout.rebalance(layer, pred, cfg.rebalance_moves,
@@ -368,9 +379,10 @@ def _lay_step_end(tally, s, step_start, before, prefetch_s):
     tl.slice(p, STEP, f"step {s}", step_start, tally.clock - step_start, {"step": s})
 
 
-def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads):
+def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads, gather=True):
     """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s); ``avoid_reads``:
-    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss."""
+    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss; ``gather``
+    (trimoe): a striped expert may be gathered into a DIMM inside its task."""
     res, lay = state.residency, state.layout
     batch = int(loads.sum()) // model.top_k
     tasks = [ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)})
@@ -384,7 +396,7 @@ def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads)
         if "ndp0" in names:
             if not striped:
                 times[f"ndp{home}"] = costs.ndp(t, rates[home])
-            elif system == "trimoe":
+            elif system == "trimoe" and gather:
                 for j in range(lay.dimms):
                     if lay.free(j) >= costs.expert_bytes:
                         times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, rates[j])
@@ -433,7 +445,9 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
     Host reads slow the DIMMs' NDP work down, so when a system has the DIMMs and another
     domain that reads them, the layer is scheduled twice - with every option, and with the
     CPU and GPU-miss options withdrawn from the experts a DIMM can run - and the schedule
-    whose makespan *with* the contention it causes is lower is kept."""
+    whose makespan *with* the contention it causes is lower is kept. The second schedule is
+    dropped when it cannot fit (its striped experts may then only be gathered into DIMMs, and
+    the DIMMs' free room may not hold them all)."""
     lay = state.layout
     names = {d.name for d in devices}
     prev = state.contention[layer]
@@ -442,8 +456,14 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
             for d in devices]
     candidates = []
     for avoid in ((False, True) if "ndp0" in names else (False,)):
-        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid)
-        sched = schedule(tasks, devs)
+        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid,
+                       cfg.dynamic_layout)
+        try:
+            sched = schedule(tasks, devs, max_iterations=10_000 if system in cfg.refinement else 0)
+        except InfeasibleSchedule:
+            if not avoid:
+                raise
+            continue
         dev_loads, rates = _contended(costs, state, layer, tasks, sched, prev)
         candidates.append((max(dev_loads.values()), avoid, tasks, sched, dev_loads, rates))
     makespan, avoid, tasks, sched, dev_loads, rates = min(candidates, key=lambda c: (c[0], c[1]))
@@ -474,8 +494,8 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
                                   costs.ndp_cost.cycles(task.tokens))
         tally.executions[kind] += 1
         codes[e] = _CODE[kind]
-        # layout changes caused by this schedule (trimoe only)
-        if system == "trimoe":
+        # layout changes caused by this schedule (trimoe with its layouts managed only)
+        if system == "trimoe" and cfg.dynamic_layout:
             if kind == "ndp" and is_striped:
                 lay.set_home(layer, e, int(dev[3:]))
                 tally.migration["relayout_in_task"] += costs.relayout(True)

@@ -14,7 +14,7 @@ from ndpdimm.sw.scenarios.trimoe.catalog import (
     load_trimoe_hardware,
 )
 
-MODELS = ["deepseek-v2", "mixtral-8x7b", "qwen3-235b-a22b"]
+MODELS = ["deepseek-v2", "glm-4.5-air", "mixtral-8x7b", "qwen3-235b-a22b"]
 HARDWARE_TOML = CONFIG_DIR / "trimoe_hardware" / "h100-amx.toml"
 
 
@@ -30,11 +30,13 @@ def test_every_moe_model_of_the_spec_is_built_in_and_consistent(capsys):
 
 
 # Implied totals (computed by hand from the config.json shapes, see each file) and the published
-# per-token ("activated") figures: DeepSeek-V2 21B, Qwen3 A22B, Mixtral 12.9B.
+# per-token ("activated") figures: DeepSeek-V2 21B, Qwen3 A22B, Mixtral 12.9B, GLM-4.5-Air 12B
+# (its published figure leaves the 1.24 B of embeddings out).
 @pytest.mark.parametrize("name, total, active, expert_mb", [
     ("deepseek-v2", 235_740_692_480, 21.38, 47.19),
     ("qwen3-235b-a22b", 235_092_836_352, 22.19, 37.75),
     ("mixtral-8x7b", 46_702_526_464, 12.88, 352.32),
+    ("glm-4.5-air", 106_851_205_120, 13.42, 34.60),
 ])
 def test_known_figures(name, total, active, expert_mb):
     m = load_moe_model(name)
@@ -99,7 +101,7 @@ def test_bad_model_files_are_refused_with_the_reason(tmp_path, base, override, m
 
 def test_unknown_names_and_broken_files(tmp_path):
     with pytest.raises(CatalogError, match="unknown MoE model 'gpt-oss': built in are "
-                                           "deepseek-v2, mixtral-8x7b, qwen3-235b-a22b"):
+                                           "deepseek-v2, glm-4.5-air, mixtral-8x7b, qwen3-235b-a22b"):
         load_moe_model("gpt-oss")
     with pytest.raises(CatalogError, match="unknown TriMoE hardware 'dgx': built in are h100-amx"):
         load_trimoe_hardware("dgx")

@@ -129,6 +129,8 @@ def test_report_files(tmp_path, small_run):
     ({"theta_hot": 2}, "theta_hot"), ({"rebalance_every": 0}, "rebalance_every"),
     ({"backend": "fpga"}, "backend"), ({"systems": ("gpu_only", "tpu")}, "systems"),
     ({"systems": ()}, "systems"), ({"rebalance_moves": -1}, "rebalance_moves"),
+    ({"refinement": ["trimoe"]}, "refinement"), ({"refinement": ("gpu_tpu",)}, "refinement"),
+    ({"dynamic_layout": 1}, "dynamic_layout"),
 ])
 def test_bad_config(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -296,3 +298,49 @@ def test_the_ndp_expert_executions_are_logged_for_rtl_samples(small_run, small_m
     assert log["kinds"]["expert"]["invocations"] == small_run["systems"]["trimoe"]["executions"]["ndp"]
     with pytest.raises(ValueError, match="needs the trimoe system"):
         run_trimoe(_cfg(small_model, systems=("gpu_only",)), rtl_samples=2)
+
+
+def test_refinement_and_dynamic_layout_switches(small_model, small_costs, small_run):
+    """Without refinement no scheduler moves are made (the greedy placement stays); with the
+    layouts fixed TriMoE makes no relayout or rebalancing move (the reproduction's full run
+    shows them made with the default); the defaults change nothing."""
+    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces, simulate
+    model, hw = load_moe_model(small_model), load_trimoe_hardware()
+    cfg = _cfg(small_model, refinement=(), dynamic_layout=False)
+    profile, run, _ = make_traces(cfg, model)
+    for system in SYSTEMS:
+        out = simulate(system, cfg, model, hw, small_costs, profile, run)
+        assert out["scheduler"]["iterations_max"] == 0
+        counts = out["migration_counts"]
+        assert counts["relayouts_in_task"] == counts["relayouts_back"] == counts["rebalance_moves"] == 0
+    refined = small_run["systems"]["trimoe"]
+    assert refined["scheduler"]["iterations_max"] > 0            # the default refines
+    again = simulate("trimoe", _cfg(small_model), model, hw, small_costs, profile, run)
+    assert again["moe_layer_latency_ms"] == refined["moe_layer_latency_ms"]
+
+
+def test_costs_on_other_hardware_keep_the_measured_ndp(small_costs):
+    hw = small_costs.hw
+    faster = dataclasses.replace(hw, pcie=dataclasses.replace(hw.pcie, gt_per_s=2 * hw.pcie.gt_per_s))
+    other = small_costs.with_hardware(faster)
+    assert other.ndp(4, 0.5) == small_costs.ndp(4, 0.5)
+    assert other.relayout(True) == small_costs.relayout(True)
+    assert other.pcie_transfer() < small_costs.pcie_transfer()
+    fewer = dataclasses.replace(hw, ndp=dataclasses.replace(hw.ndp, dimms=8))
+    with pytest.raises(ValueError, match="NDP-DIMMs must stay"):
+        small_costs.with_hardware(fewer)
+
+
+def test_a_layer_whose_reads_cannot_be_withdrawn_keeps_the_first_schedule():
+    """DeepSeek-V2 with one sampled layer: the DIMMs' share of room for it holds 11 experts, so
+    withdrawing the host reads (striped experts then only gathered into DIMMs) cannot fit; the
+    layer keeps the schedule with every option instead of failing."""
+    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces, simulate
+    model, hw = load_moe_model("deepseek-v2"), load_trimoe_hardware()
+    with Dimm("model", CoreConfig(), functional=False) as dimm:
+        costs = measure_domain_costs(model, hw, dimm)
+    cfg = TriMoeConfig(batch=64, steps=2, profile_steps=4, sample_layers=1, units=16,
+                       act_lanes=16, hot_mass=0.3, systems=("trimoe",))
+    profile, run, _ = make_traces(cfg, model)
+    out = simulate("trimoe", cfg, model, hw, costs, profile, run)
+    assert out["moe_layer_latency_ms"] > 0
