@@ -18,7 +18,7 @@ from ndpdimm.cosim.backend import CoreConfig
 
 __all__ = ["HermesConfig", "SYSTEMS", "ABLATIONS", "ELEM", "MERGE_CHUNK"]
 
-SYSTEMS = ("flexgen", "dejavu", "powerinfer", "ndp_dense", "hermes", "datacenter")
+SYSTEMS = ("accelerate", "flexgen", "dejavu", "powerinfer", "ndp_dense", "hermes", "datacenter")
 ABLATIONS = ("random", "offline", "online", "hermes")
 MERGE_CHUNK = 4096
 ELEM = 2                                   # FP16 weights and activations

@@ -27,7 +27,7 @@ caller: bytes that cross PCIe from host DRAM are counted in both
 ``D T`` / ``G T``). Tokens per joule = tokens / total.
 
 **Prices.** :meth:`PriceCatalog.system_price` itemises each compared system:
-the GPU systems without NDP (``flexgen``, ``dejavu``, ``powerinfer``) are an
+the GPU systems without NDP (``accelerate``, ``flexgen``, ``dejavu``, ``powerinfer``) are an
 RTX 4090 plus the host platform; ``ndp_dense`` and ``hermes`` add N
 NDP-DIMMs (DIMM price + NDP premium each); ``datacenter`` is
 ``[datacenter] count`` x A100 80GB plus its server. :func:`reference_gpu`
@@ -46,7 +46,7 @@ __all__ = ["SYSTEMS", "GpuPower", "DramEnergy", "NdpEnergy", "LinkEnergy", "Pcie
            "PriceCatalog", "load_energy", "reference_gpu", "COMPONENTS"]
 
 #: The systems of the Hermes comparison, in the order the scenario reports them.
-SYSTEMS = ("flexgen", "dejavu", "powerinfer", "ndp_dense", "hermes", "datacenter")
+SYSTEMS = ("accelerate", "flexgen", "dejavu", "powerinfer", "ndp_dense", "hermes", "datacenter")
 #: Keys of :meth:`EnergyModel.energy` besides ``total``.
 COMPONENTS = ("gpu", "host_cpu", "host_dram", "pcie", "dimm_dram", "ndp_logic", "dimm_link",
               "dimm_background")

@@ -34,7 +34,8 @@ __all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEE
 #: The sweeps ``--sweep`` offers and their default values.
 SWEEPS = {"batch": (1, 2, 4, 8, 16), "dimms": (4, 8, 16), "units": (32, 64, 128, 256, 512),
           "hot_share": (0.0, 0.05, 0.1, 0.17, 0.2, 0.23, 0.3)}
-_LABEL = {"flexgen": "FlexGen-like (PCIe offload)", "dejavu": "Deja Vu-like (offload + predictor)",
+_LABEL = {"accelerate": "Accelerate-like (offload, no overlap)",
+          "flexgen": "FlexGen-like (PCIe offload)", "dejavu": "Deja Vu-like (offload + predictor)",
           "powerinfer": "PowerInfer-like (hot GPU, cold CPU)", "ndp_dense": "NDP-DIMMs, no sparsity",
           "hermes": "Hermes (GPU + NDP-DIMMs)", "datacenter": "datacenter reference",
           "random": "random placement", "offline": "offline partition only",

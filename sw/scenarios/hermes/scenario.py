@@ -61,6 +61,7 @@ from ndpdimm.sw.scenarios.hermes.energy import (
 )
 from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, solve_partition
 from ndpdimm.sw.scenarios.hermes.timing import (
+    _accelerate_layers,
     _cpu_seconds,
     _datacenter_run,
     _gpu_mlp,
@@ -298,6 +299,12 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     kv_stream = kv_host / sh.L / (cfg.prompt + cfg.tokens)       # per layer and context token
     share = min(1.0, off_budget / (sh.L * sh.layer_bytes))
     runs["flexgen"] = _offload_run(cfg, costs, sh, workload, share, kv_stream=kv_stream)
+    # Accelerate-like (device_map="auto"): whole decoder layers on the GPU in order while they
+    # fit, the others in host memory, moved to the GPU just before their forward (no overlap)
+    on_gpu_layers = _accelerate_layers(off_budget, sh.layer_bytes, sh.L)
+    acc_share = [1.0] * on_gpu_layers + [0.0] * (sh.L - on_gpu_layers)
+    runs["accelerate"] = _offload_run(cfg, costs, sh, workload, acc_share, kv_stream=kv_stream,
+                                      overlap=False)
     # Deja Vu-like: attention and the hottest neurons resident in the same proportion
     hot = np.zeros_like(part.on_gpu)
     order = np.argsort(-freq, axis=1, kind="stable")
@@ -322,7 +329,9 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     ttft_dc = _prefill(dataclasses.replace(costs, gpu=GpuModel(reference_gpu())), sh, cfg.prompt,
                        [sh.layer_bytes] * sh.L, kv_to_dimms=False) / dc.count
 
-    ttft = {"flexgen": ttft_off, "dejavu": ttft_off, "powerinfer": ttft_pi,
+    ttft_acc = _prefill(costs, sh, cfg.prompt, [a * sh.layer_bytes for a in acc_share],
+                        kv_to_dimms=False, overlap=False)
+    ttft = {"accelerate": ttft_acc, "flexgen": ttft_off, "dejavu": ttft_off, "powerinfer": ttft_pi,
             "ndp_dense": ttft_dense, "random": ttft_ndp, "offline": ttft_ndp, "online": ttft_ndp,
             "hermes": ttft_ndp, "datacenter": ttft_dc}
     system_of = {"random": "hermes", "offline": "hermes", "online": "hermes"}

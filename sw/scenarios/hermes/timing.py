@@ -6,7 +6,7 @@ Each ``_*_run`` function decodes ``cfg.tokens`` steps of a
 (critical-path time by component, busy times, traffic, imbalance, migrations):
 :func:`_ndp_run` (Hermes, its ablations and NDP without sparsity, on a
 :class:`_Placement`; :func:`_adjust` is its online adjustment),
-:func:`_offload_run` (FlexGen-like, Deja Vu-like), :func:`_powerinfer_run`,
+:func:`_offload_run` (Accelerate-like, FlexGen-like, Deja Vu-like), :func:`_powerinfer_run`,
 :func:`_datacenter_run`; :func:`_prefill` gives the TTFT. :class:`_Shape` holds
 a model's per-layer sizes at a batch; :func:`_gpu_mlp`, :func:`_gpu_rows` and
 :func:`_cpu_seconds` time the GPU's and the host CPU's parts.
@@ -31,7 +31,10 @@ Each phase takes the slower of its concurrent branches; the breakdown charges
 a phase to the branch that set its time. The LM head runs on the GPU.
 
 **Baselines** (same GPU, same trace, same predictions):
-``flexgen`` keeps a uniform share of every layer on the GPU and streams the
+``accelerate`` (Hugging Face Accelerate's big model inference, ``device_map="auto"``) keeps
+whole decoder layers on the GPU, in order, as far as they fit and the rest in host memory;
+an offloaded layer's weights cross PCIe just before its forward, not overlapped with
+compute (a layer takes transfer + compute), dense; ``flexgen`` keeps a uniform share of every layer on the GPU and streams the
 rest over PCIe each token, overlapped with compute (the KV cache stays on the
 GPU as far as it fits, the rest in host memory, read over PCIe each step - the
 same for the two baselines after it); ``dejavu`` also keeps the
@@ -158,9 +161,10 @@ def _gpu_rows(costs, sh, rows, n_in=None):
         if rows > 0 else 0.0
 
 
-def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms):
+def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=True):
     """TTFT: every layer's GEMMs over the batch's prompt on the GPU, the weights not resident
-    streamed over PCIe (overlapped), the KV cache written to the DIMMs when they hold it."""
+    streamed over PCIe (overlapped; ``overlap`` False: before the layer's GEMMs), the KV cache
+    written to the DIMMs when they hold it."""
     g, m, B = costs.gpu, sh.model, sh.batch
     tok = B * prompt
     t = 0.0
@@ -169,7 +173,7 @@ def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms):
                 (sh.mats - 1) * g.linear(tok, sh.F, sh.H).seconds + g.linear(tok, sh.H, sh.F).seconds +
                 g.attention(B, prompt, prompt, m.heads, m.kv_heads, m.head_dim).seconds)
         stream = costs.pcie(max(0.0, sh.layer_bytes - resident_per_layer[l]))
-        t += max(comp, stream)
+        t += max(comp, stream) if overlap else comp + stream
     if kv_to_dimms:
         t += costs.pcie(sh.kv_bytes(prompt))
     return t + g.linear(B, m.vocab, sh.H).seconds
@@ -402,34 +406,51 @@ def _adjust(on_gpu, dimm, window, max_swaps, margin):
 
 # ---- the baselines without NDP -----------------------------------------------------------------
 
-def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0):
-    """FlexGen-like (``hot`` None: a uniform ``resident_share`` of every matrix stays on the GPU,
-    the rest streams) or Deja Vu-like (``hot`` [L, F]: resident neurons; the predicted-active
-    others stream; attention weights stream densely): per layer ``max(GPU, PCIe)``; the KV
-    cache the GPU cannot hold streams too (``kv_stream`` bytes per layer and context token)."""
+def _accelerate_layers(budget_bytes, layer_bytes, layers):
+    """How many whole decoder layers Accelerate's ``device_map="auto"`` keeps on the GPU: it
+    fills the GPU first, in layer order, and does not split a decoder layer across devices
+    (``no_split_module_classes``), so the budget's remainder below one layer stays unused."""
+    if budget_bytes <= 0:
+        return 0
+    return min(int(layers), int(budget_bytes // layer_bytes))
+
+
+def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, overlap=True):
+    """FlexGen-like (``hot`` None: a ``resident_share`` of every matrix stays on the GPU, the
+    rest streams) or Deja Vu-like (``hot`` [L, F]: resident neurons; the predicted-active
+    others stream; attention weights stream densely); the KV cache the GPU cannot hold streams
+    too (``kv_stream`` bytes per layer and context token). ``resident_share``: one share for
+    every layer or one per layer (Accelerate-like: 1 for the layers on the GPU, 0 for those
+    offloaded). ``overlap``: a layer takes ``max(GPU, PCIe)`` (the next layer's weights stream
+    while this one computes); False: ``GPU + PCIe`` (the weights move just before the layer's
+    forward, Accelerate-like)."""
     tl = _Tally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     g = costs.gpu
     att_bytes = sh.qkv_bytes + sh.o_bytes
+    shares = np.broadcast_to(np.asarray(resident_share, dtype=float), (L,))
     for t in range(cfg.tokens):
         c = cfg.prompt + t
         for l in range(L):
-            s = l % S
+            s, share = l % S, float(shares[l])
             act, pred = wl.run.active[t, s], wl.predicted[t, s]
             att = _gpu_rows(costs, sh, sh.qkv_rows) + _gpu_rows(costs, sh, H) + \
                 g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
             if hot is None:
                 n = sh.F
-                stream = (1 - resident_share) * sh.layer_bytes
-                tl.active_on_gpu += int(act.sum() * resident_share)
+                stream = (1 - share) * sh.layer_bytes
+                tl.active_on_gpu += int(act.sum() * share)
             else:
                 n = int(pred.sum())
-                stream = (1 - resident_share) * att_bytes + \
+                stream = (1 - share) * att_bytes + \
                     int((pred & ~hot[l]).sum()) * sh.neuron_bytes
                 tl.active_on_gpu += int((act & hot[l]).sum())
             stream += kv_stream * c
             comp = att + _gpu_mlp(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
-            tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
+            if overlap:
+                tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
+            else:
+                tl.add({"pcie": costs.pcie(stream), "gpu": comp})
             tl.gpu_busy += comp
             tl.pcie_bytes += stream
             tl.host_dram_bytes += stream

@@ -42,6 +42,13 @@ def test_reduced_run_gives_a_complete_table_and_plots(rep, tmp_path):
     assert xs == sorted(xs) and xs[-1] == 1.0 and len(xs) == 3
     assert hermes[0][1] >= hermes[-1][1]
     assert set(rep.sensitivity) == {"llama2_70b_b1_tokens_per_s", "speedup_vs_dejavu_avg"}
+    # every baseline the paper names is a system of the per-batch table and curve
+    batch_curve = rep.curves["tokens_per_s_vs_batch"]["series"]
+    assert {"Accelerate", "FlexGen", "Deja Vu", "Hermes-host", "Hermes-base"} <= set(batch_curve)
+    assert rep.setup["baselines"]["Accelerate"]["system"] == "accelerate"
+    # Accelerate (no overlap of transfer and compute) is no faster than FlexGen-like (overlap)
+    for b, t in rep.setup["tokens_per_s"].items():
+        assert t["accelerate"] <= t["flexgen"], b
     files = write_outputs(rep, tmp_path)
     names = {f.name for f in files}
     assert {"hermes.json", "hermes.md", "hermes.png", "hermes_tokens_per_s_vs_recall.png",

@@ -101,7 +101,7 @@ def test_prices_itemise_and_total():
     for system in SYSTEMS:
         price = cat.system_price(system)
         assert price["total"] == sum(v for k, v in price.items() if k != "total") > 0
-    for system in ("flexgen", "dejavu", "powerinfer"):
+    for system in ("accelerate", "flexgen", "dejavu", "powerinfer"):
         price = cat.system_price(system)
         assert price["total"] == host and "ndp_dimms" not in price
     for system in ("ndp_dense", "hermes"):
