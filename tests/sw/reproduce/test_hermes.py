@@ -46,7 +46,9 @@ def test_reduced_run_gives_a_complete_table_and_plots(rep, tmp_path):
     batch_curve = rep.curves["tokens_per_s_vs_batch"]["series"]
     assert {"Accelerate", "FlexGen", "Deja Vu", "Hermes-host", "Hermes-base"} <= set(batch_curve)
     assert rep.setup["baselines"]["Accelerate"]["system"] == "accelerate"
-    # Accelerate (no overlap of transfer and compute) is no faster than FlexGen-like (overlap)
+    # Accelerate (no overlap of transfer and compute) is no faster than FlexGen-like (overlap);
+    # the reduced LLaMA2-7B fits the GPU, so here the two tie (the strict case, a model that
+    # streams, is in tests/sw/scenarios/hermes/test_scenario.py and test_offload.py)
     for b, t in rep.setup["tokens_per_s"].items():
         assert t["accelerate"] <= t["flexgen"], b
     files = write_outputs(rep, tmp_path)
