@@ -53,7 +53,7 @@ def run_hermes_bench(out="bench/results/hermes.json", models=None, batches=(1, 1
                            "pcie_time_share": h["pcie_time_share"],
                            "hot_hit_rate": h["hot_hit_rate"], "imbalance": h["imbalance"]},
                 "speedup_vs": {k: h["tokens_per_s"] / every[k]["tokens_per_s"]
-                               for k in ("flexgen", "dejavu", "powerinfer", "ndp_dense")},
+                               for k in ("accelerate", "flexgen", "dejavu", "powerinfer", "ndp_dense")},
                 "predictor": {k: r["predictor"][k] for k in ("precision", "recall",
                                                              "memory_kb_per_layer")},
                 "placement": {k: r["placement"][k] for k in ("hot_share", "qkv_gpu_share",
