@@ -54,17 +54,27 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
-def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: str = "rtl") -> dict:
+def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: str = "rtl",
+               descriptors: bool = False) -> dict:
     """One invocation on the model backend (golden results) and on ``backend`` (see the module
-    docstring): cycles, bit-exactness and wall seconds."""
-    out, results = {}, {}
+    docstring): cycles, bit-exactness and wall seconds. ``descriptors``: also every waited-for
+    descriptor's cycles per side (``<role>_descriptor_cycles``) and their ``labels``
+    (``RuntimeError`` if the two sides ran different streams)."""
+    out, results, labels = {}, {}, {}
     for role, name, kw in (("model", "model", {"functional": True}), ("rtl", backend, {})):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the model's UncalibratedWarning: said once
-            with Dimm(name, core, **kw) as dimm:
+            with Dimm(name, core, timeline=descriptors, **kw) as dimm:
                 out[f"{role}_backend_cycles"], results[role] = replay(dimm, kind, params, seed)
+                if descriptors:
+                    out[f"{role}_descriptor_cycles"] = [c.cycles for _, c in dimm.timeline_records]
+                    labels[role] = [label for label, _ in dimm.timeline_records]
         out[f"{role}_seconds"] = time.perf_counter() - t0
+    if descriptors:
+        if labels["model"] != labels["rtl"]:
+            raise RuntimeError(f"{kind} {params}: the backends ran different descriptor streams")
+        out["labels"] = labels["model"]
     gold, got = results["model"], results["rtl"]
     out["bit_exact"] = len(gold) == len(got) and all(same_bits(a, b) for a, b in zip(gold, got))
     out["outputs_checked"] = len(gold)

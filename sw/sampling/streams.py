@@ -33,7 +33,6 @@ import warnings
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.sampling.kernels import replay
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import Draw, draw
 
@@ -84,23 +83,10 @@ def draw_streams(logs: dict[str, KernelLog], per_kind: int, seed: int) -> list[t
 def stream_one(kind: str, params: dict, seed: int, core: CoreConfig) -> dict:
     """One invocation's descriptor stream on the model and on the RTL backend (module
     docstring, step 3): totals, per-descriptor cycles, bit-exactness, wall seconds."""
-    from ndpdimm.sw.sampling.replay import same_bits
-    out, results = {}, {}
-    for role, kw in (("model", {"functional": True}), ("rtl", {})):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with Dimm(role, core, timeline=True, **kw) as dimm:
-                out[f"{role}_cycles"], results[role] = replay(dimm, kind, params, seed)
-                out[f"{role}_descriptor_cycles"] = [c.cycles for _, c in dimm.timeline_records]
-                out[f"{role}_labels"] = [label for label, _ in dimm.timeline_records]
-        out[f"{role}_seconds"] = time.perf_counter() - t0
-    if out["model_labels"] != out["rtl_labels"]:
-        raise RuntimeError(f"{kind} {params}: the backends ran different descriptor streams")
-    out["labels"] = out.pop("model_labels")
-    del out["rtl_labels"]
-    gold, got = results["model"], results["rtl"]
-    out["bit_exact"] = len(gold) == len(got) and all(same_bits(a, b) for a, b in zip(gold, got))
+    from ndpdimm.sw.sampling.replay import replay_one
+    out = replay_one(kind, params, seed, core, "rtl", descriptors=True)
+    out["model_cycles"] = out.pop("model_backend_cycles")
+    out["rtl_cycles"] = out.pop("rtl_backend_cycles")
     return out
 
 
