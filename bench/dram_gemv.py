@@ -105,10 +105,6 @@ def load_points(path) -> list:
     return points
 
 
-def _percent(x) -> str:
-    return "" if x is None else f"{100 * x:.1f}%"
-
-
 def _cost(p) -> float:
     """Rough simulated time of a point, for balancing only: weight bytes over the utilisation
     such points reached at 256 units (gathers ~2.5 x their active share, host traffic ~45 %)."""
@@ -209,9 +205,9 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
     for j in jobs:
         lat = j["host_mean_latency_cycles_reads_and_writes"]
         log(f"{j['name']:38} {j['stream_cycles']:>9,} {j['bytes_per_cycle']:>8.1f} "
-            f"{100 * j['utilisation']:>6.1f}% {_percent(j.get('steady_state_utilisation')):>7} "
+            f"{100 * j['utilisation']:>6.1f}% {100 * j['steady_state_utilisation']:>6.1f}% "
             f"{j['row_hits']:>8} {j['row_misses']:>6} {j['refreshes']:>4} "
-            f"{j.get('refreshes_owed_at_start', '?')}->{j.get('refreshes_owed_at_end', '?'):<3} "
+            f"{j['refreshes_owed_at_start']:>3}->{j['refreshes_owed_at_end']:<3} "
             f"{'' if lat is None else f'{lat:8.1f}'}")
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,7 @@ import numpy as np
 from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.rtl import build as rtl_build
+from ndpdimm.cosim.rtl.benches.dram_device import steady_state
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 from ndpdimm.hw.memory.dram import load_dram_config
@@ -169,7 +170,8 @@ def summarise(name: str, trace: dict, res: dict) -> dict:
         "bytes_per_dram_cycle": round(bpc, 3),
         "bytes_per_ns": round(bpc / timing.tCK_ns, 2),
         "fraction_of_peak": round(bpc / peak, 4),
-        "steady_state_fraction_of_peak": round(bpc / peak * rank_time / (rank_time + owed * timing.tRFC), 4),
+        "steady_state_fraction_of_peak": round(steady_state(bpc / peak, cycles, org.ranks, owed,
+                                                             timing.tRFC), 4),
         "row_hit_rate": round(res["row_hits"] / cols, 4) if cols else None,
         "refreshes": res["refreshes"],
         "refresh_share": round(res["refreshes"] * timing.tRFC / rank_time, 4),

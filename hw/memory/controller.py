@@ -63,10 +63,19 @@ from ndpdimm.hw.memory.port import BURST_BITS, memory_request_layout, memory_res
 from ndpdimm.hw.memory.rank_scheduler import DramCommand, RankScheduler, command_layout
 
 __all__ = ["DramController", "POLICIES", "REFRESH_MODES", "PHY_PORTS", "phy_members",
-           "forward_phy"]
+           "forward_phy", "refresh_phases"]
 
 POLICIES = ("host_first", "ndp_first", "fair")
 REFRESH_MODES = ("staggered", "aligned")
+
+
+def refresh_phases(org: DramOrganization, timing: DramTiming, refresh: str) -> list:
+    """Per rank, the DRAM cycle offset of its refresh interval counter: ``staggered`` spreads
+    the ranks over one tREFI, ``aligned`` refreshes them together."""
+    if refresh not in REFRESH_MODES:
+        raise ValueError(f"refresh must be aligned or staggered, got {refresh!r}")
+    return [r * timing.tREFI // org.ranks if refresh == "staggered" else 0
+            for r in range(org.ranks)]
 
 #: The DRAM-side ports every level that contains the controller passes up (``dram`` domain):
 #: commands and data marks out, read data in, write data out, status and counters.
@@ -145,8 +154,7 @@ class DramController(wiring.Component):
         org, t = self.org, self.timing
         slices = self.address_map.field_slices()
         scheds = []
-        for r in range(org.ranks):
-            phase = (r * t.tREFI // org.ranks) if self.refresh == "staggered" else 0
+        for r, phase in enumerate(refresh_phases(org, t, self.refresh)):
             s = RankScheduler(org, t, self.queue_depth, self.tag_bits + 1 + self.slot_bits,
                               refresh_phase=phase)
             m.submodules[f"rank{r}"] = s

@@ -25,6 +25,7 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from ndpdimm.cosim.dram.model import DramModel
 from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.hw.memory.address_map import DramCoord
+from ndpdimm.hw.memory.controller import refresh_phases
 from ndpdimm.hw.memory.port import BURST_BITS, BURST_BYTES
 from ndpdimm.hw.memory.rank_scheduler import DramCommand
 
@@ -130,20 +131,25 @@ class DramDevice:
     def refreshes_owed(self, refresh: str = "aligned", cycle: int | None = None) -> list:
         """Per rank, the refreshes due by DRAM ``cycle`` (default: now) that were not issued.
 
-        One refresh falls due every tREFI from cycle 0, offset by ``r * tREFI / ranks`` for rank
-        ``r`` when ``refresh`` is ``"staggered"`` (as the rank schedulers' counters are). A
-        controller may postpone refreshes (DDR4 allows 8), so over a window the debt's change is
-        the refresh work the window did not pay: charging it (tRFC of rank time each) gives a
-        steady-state figure.
+        One refresh falls due every tREFI from the rank's phase (``refresh`` is the
+        controller's mode, see :func:`refresh_phases`). A controller may postpone refreshes
+        (DDR4 allows 8), so over a window the debt's change is the refresh work the window did
+        not pay: :func:`steady_state` charges it.
         """
-        if refresh not in ("aligned", "staggered"):
-            raise ValueError(f"refresh must be aligned or staggered, got {refresh!r}")
         t = self.model.timing
         cycle = self.cycle if cycle is None else cycle
-        phases = [r * t.tREFI // self.ranks if refresh == "staggered" else 0
-                  for r in range(self.ranks)]
+        phases = refresh_phases(self.model.org, t, refresh)
         return [max(0, (cycle + phases[r]) // t.tREFI - self.refs_per_rank[r])
                 for r in range(self.ranks)]
 
     def stop(self):
         self.running = False
+
+
+def steady_state(fraction: float, window: float, ranks: int, owed_change: float,
+                 trfc: float) -> float:
+    """``fraction`` of peak measured over ``window`` cycles, with the window's change in
+    refresh debt (summed over ranks) charged at ``trfc`` cycles of rank time each (credited when
+    the window paid off earlier debt): the figure a run of any length would settle at."""
+    rank_time = ranks * window
+    return fraction * rank_time / (rank_time + owed_change * trfc)

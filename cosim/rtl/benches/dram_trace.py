@@ -132,7 +132,7 @@ async def replay_trace(dut, trace, params, host_with_ndp=False):
     await FallingEdge(dut.dram_clk)
     end = device.last_data + 1
     refs = device.refs_per_rank
-    owed = device.refreshes_owed(params.get("refresh", "staggered"), end)
+    owed = device.refreshes_owed(ms.controller.refresh, end)
     return {
         "dram_cycles": end - start_dram,
         "ndp_cycles": cycle,
