@@ -26,7 +26,7 @@ The procedure (``docs/perf_model.md`` has the rationale and the measured figures
    parameters (``stream_efficiency``, ``open_penalty``) are not reachable with
    16 units (the engine consumes at most 23 B/cycle of the 102.4 the DRAM
    gives); they are fitted to the 256-unit bandwidth bench
-   (``bench/results/rank_queue_16/dram_gemv.json``) when it exists.
+   (``bench/results/dram_gemv.json``) when it exists.
 4. The model is evaluated on the held-out points: mean and max absolute
    percentage error of ``CQ_CYCLES`` (the goal: at most 3 % mean), with the
    dispatch cycle given (as the model backend knows its own time) and without.
@@ -78,7 +78,7 @@ __all__ = ["point_sets", "point_fields", "expected_status", "run_points", "fit",
 
 REPO = Path(__file__).resolve().parents[2]
 #: The 256-unit GEMV bandwidth bench that pins the DRAM-bound path.
-BENCH_256 = REPO / "bench" / "results" / "rank_queue_16" / "dram_gemv.json"
+BENCH_256 = REPO / "bench" / "results" / "dram_gemv.json"
 
 WINDOW = (1 << 20, 1 << 34)          # the NDP's DRAM window during calibration
 W_BASE = 1 << 26                      # weights (never written: values do not change timing)
