@@ -22,6 +22,10 @@ step trimoe ndpdimm bench --suite trimoe
 step rapid ndpdimm bench --suite rapid
 step sweep ndpdimm bench --suite sweep
 step reproduce ndpdimm reproduce all --out build/reproduce
+H=bench/results/hermes_sweeps
+step sweep_batch ndpdimm hermes --model llama2-70b --sweep batch --values 1,2,4,8,16 --out-dir $H
+step sweep_dimms ndpdimm hermes --model llama2-70b --sweep dimms --values 4,8,16 --out-dir $H
+step sweep_units ndpdimm hermes --model llama2-70b --sweep units --values 32,64,128,256,512 --out-dir $H
+step sweep_hot ndpdimm hermes --model llama2-13b --sweep hot_share --values 0,0.05,0.1,0.17,0.2,0.23,0.3,0.4 --out-dir $H
 echo "then: copy build/reproduce/*.png to docs/figures/reproduce/, update the tables of"
-echo "docs/reproduction.md, memory_side.md, measured.md, perf_model.md, README from the JSON;"
-echo "hermes sweeps: see docs/hermes.md (Sweeps) for their commands"
+echo "docs/reproduction.md, memory_side.md, measured.md, perf_model.md, README, hermes.md from the JSON"
