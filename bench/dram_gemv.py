@@ -17,6 +17,10 @@ model. Points:
 Figure of merit per point: DRAM bytes read per NDP cycle (descriptor accepted
 -> streamer status) / peak internal bandwidth (102.4 B per 1 GHz cycle for
 DDR4-3200 x 4 ranks, derived from ``hw/configs/ddr4-3200.toml``).
+Each point also reports the refreshes owed (postponed) at its start and end and
+``steady_state_utilisation``: the change in that debt charged at tRFC of rank
+time per refresh (credited when the point paid off earlier debt), so points
+that happen to postpone refreshes are not flattered.
 Results go to ``bench/results/dram_gemv.json``.
 """
 
@@ -99,6 +103,10 @@ def load_points(path) -> list:
             raise ValueError(f"{where}: policy must be one of {', '.join(_POLICIES)}, "
                              f"got {p['policy']!r}")
     return points
+
+
+def _percent(x) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
 
 
 def _cost(p) -> float:
@@ -196,13 +204,15 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
         },
         "bench_wall_seconds": round(time.monotonic() - t0, 1),
     }
-    log(f"{'point':38} {'cycles':>9} {'B/cycle':>8} {'util':>7} {'hits':>8} {'miss':>6} {'REF':>4} "
-        f"{'host lat':>8}")
+    log(f"{'point':38} {'cycles':>9} {'B/cycle':>8} {'util':>7} {'steady':>7} {'hits':>8} {'miss':>6} "
+        f"{'REF':>4} {'owed':>7} {'host lat':>8}")
     for j in jobs:
         lat = j["host_mean_latency_cycles_reads_and_writes"]
         log(f"{j['name']:38} {j['stream_cycles']:>9,} {j['bytes_per_cycle']:>8.1f} "
-            f"{100 * j['utilisation']:>6.1f}% {j['row_hits']:>8} {j['row_misses']:>6} "
-            f"{j['refreshes']:>4} {'' if lat is None else f'{lat:8.1f}'}")
+            f"{100 * j['utilisation']:>6.1f}% {_percent(j.get('steady_state_utilisation')):>7} "
+            f"{j['row_hits']:>8} {j['row_misses']:>6} {j['refreshes']:>4} "
+            f"{j.get('refreshes_owed_at_start', '?')}->{j.get('refreshes_owed_at_end', '?'):<3} "
+            f"{'' if lat is None else f'{lat:8.1f}'}")
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + "\n")

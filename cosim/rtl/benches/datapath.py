@@ -182,6 +182,8 @@ class GemvDatapathTB:
         bursts0 = int(d.bursts_read.value)
         hits0, misses0 = int(d.row_hits.value), int(d.row_misses.value)
         refs0 = int(d.refreshes.value)
+        refresh = self.params.get("refresh", "aligned")
+        owed0 = sum(self.device.refreshes_owed(refresh))
         await self.tick()
         d.streamer_desc__payload.value = self.streamer_desc.encode(desc)
         d.streamer_desc__valid.value = 1
@@ -266,6 +268,11 @@ class GemvDatapathTB:
                                      f"{got[bad[0][0], bad[1][0]]:#010x} vs {want[bad[0][0], bad[1][0]]:#010x}")
         cycles = status_cycle - t0 + 1
         bursts = int(d.bursts_read.value) - bursts0
+        # refresh debt over the window (postponed refreshes): charged at tRFC of rank time each
+        # for the steady-state figure, credited when the window paid off earlier debt
+        owed_change = sum(self.device.refreshes_owed(refresh)) - owed0
+        rank_time = self.org.ranks * cycles
+        trfc_ndp = self.timing.tRFC * self.timing.tCK_ns * NDP_CLOCK_HZ / 1e9
         self.last_output = got if job.n_out and job.n_steps else None
         stat = {
             "name": name, "op": job.op, "dtype": job.dtype.name, "batch": job.batch,
@@ -279,6 +286,10 @@ class GemvDatapathTB:
             "utilisation": bursts * BURST_BYTES / cycles / self.peak,
             "row_hits": int(d.row_hits.value) - hits0, "row_misses": int(d.row_misses.value) - misses0,
             "refreshes": int(d.refreshes.value) - refs0,
+            "refreshes_owed_at_start": owed0,
+            "refreshes_owed_at_end": owed0 + owed_change,
+            "steady_state_utilisation": bursts * BURST_BYTES / cycles / self.peak
+                                        * rank_time / (rank_time + owed_change * trfc_ndp),
             "policy": self.policy,
             "host_requests": len(host_lat),
             "host_mean_latency_cycles_reads_and_writes": sum(host_lat) / len(host_lat) if host_lat else None,

@@ -127,5 +127,23 @@ class DramDevice:
                 self.last_data = c
             self.cycle = c + 1
 
+    def refreshes_owed(self, refresh: str = "aligned", cycle: int | None = None) -> list:
+        """Per rank, the refreshes due by DRAM ``cycle`` (default: now) that were not issued.
+
+        One refresh falls due every tREFI from cycle 0, offset by ``r * tREFI / ranks`` for rank
+        ``r`` when ``refresh`` is ``"staggered"`` (as the rank schedulers' counters are). A
+        controller may postpone refreshes (DDR4 allows 8), so over a window the debt's change is
+        the refresh work the window did not pay: charging it (tRFC of rank time each) gives a
+        steady-state figure.
+        """
+        if refresh not in ("aligned", "staggered"):
+            raise ValueError(f"refresh must be aligned or staggered, got {refresh!r}")
+        t = self.model.timing
+        cycle = self.cycle if cycle is None else cycle
+        phases = [r * t.tREFI // self.ranks if refresh == "staggered" else 0
+                  for r in range(self.ranks)]
+        return [max(0, (cycle + phases[r]) // t.tREFI - self.refs_per_rank[r])
+                for r in range(self.ranks)]
+
     def stop(self):
         self.running = False

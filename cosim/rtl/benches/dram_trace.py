@@ -132,9 +132,7 @@ async def replay_trace(dut, trace, params, host_with_ndp=False):
     await FallingEdge(dut.dram_clk)
     end = device.last_data + 1
     refs = device.refs_per_rank
-    phases = [(r * timing.tREFI // org.ranks) if params.get("refresh", "staggered") == "staggered" else 0
-              for r in range(org.ranks)]
-    owed = [max(0, (end + phases[r]) // timing.tREFI - refs[r]) for r in range(org.ranks)]
+    owed = device.refreshes_owed(params.get("refresh", "staggered"), end)
     return {
         "dram_cycles": end - start_dram,
         "ndp_cycles": cycle,
