@@ -496,6 +496,12 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
 
     env = _tool_environ(cxx_opt)
     env[PARAMS_ENV] = _params_json(params)
+    # A cached build is shared by every venv with the same cocotb version (it is in the hash),
+    # but the executable's RUNPATH names the cocotb of the venv that linked it, which may be
+    # gone (a removed worktree): the dynamic loader searches LD_LIBRARY_PATH first.
+    from cocotb_tools.config import libs_dir
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [str(libs_dir)] + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
     env.update({k: str(v) for k, v in (extra_env or {}).items()})
     # The test module is found in the simulator because the runner exports this
     # process's sys.path as PYTHONPATH and the embedded Python runs as our venv's
