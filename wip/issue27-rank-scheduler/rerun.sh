@@ -11,9 +11,12 @@ step() { name=$1; shift; if [ -e $S/$name ]; then echo "skip $name"; return; fi
 step dram_trace ndpdimm bench --suite dram_trace --bursts 40000
 step dram_gemv ndpdimm bench --suite dram_gemv --units 256 --points-file bench/dram_gemv_points.json --ring-beats 8 --jobs 2
 # calibrations: the RTL points resume from the shared cache (calibration/<key>/<harness build>/)
-step cal256 ndpdimm calibrate --units 256 --jobs 2 --streams 2
+step cal256 ndpdimm calibrate --units 256 --jobs 2 --streams 2     # the cosim bench's core (16 activation lanes)
 step cal16 ndpdimm calibrate --jobs 2
 step cal8 ndpdimm calibrate --units 8 --max-batch 4 --sram-size 16384 --sram-banks 4 --jobs 2
+# the scenarios' core (SPEC default: 256 units and 256 activation lanes); its held-out streams
+# come from the scenarios run on it
+step cal256a ndpdimm calibrate --units 256 --act-lanes 256 --jobs 2 --streams 2
 # model-side results
 step cosim ndpdimm bench --suite cosim
 step fuzz ndpdimm bench --suite fuzz
