@@ -35,6 +35,8 @@ from ndpdimm.hw.memory.port import Status
 DEFAULT = CoreConfig()
 SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
 U256 = CoreConfig(n_units=256)
+#: the scenarios' core (SPEC default: 256 activation lanes too)
+SCENARIO_CORE = CoreConfig(n_units=256, act_lanes=256)
 #: The goal the calibration is judged by: mean |error| of CQ_CYCLES on held-out GEMV and
 #: activation shapes (the SPEC asks for the error on held-out shapes to be measured and reported).
 HELD_OUT_MEAN_BOUND_PCT = 3.0
@@ -360,7 +362,8 @@ def test_committed_calibration_meets_its_bound(config):
         assert record["speed"]["speed_ratio_min_point"] >= 1000
 
 
-@pytest.mark.parametrize("config", [DEFAULT, SMALL, U256], ids=["default", "small", "u256"])
+@pytest.mark.parametrize("config", [DEFAULT, SMALL, U256, SCENARIO_CORE],
+                         ids=["default", "small", "u256", "u256-act256"])
 def test_current_model_reproduces_the_committed_predictions(config):
     """The model code has not drifted from the one the file was fitted with."""
     params, record = committed(config)
