@@ -468,6 +468,9 @@ class PerfModel:
             return max(1, round(getattr(p, f"host_busy_dma_{name}"))), 0
         span = max(p.host_slow_span, 1.0)
         slow = getattr(p, f"host_slow_{name}") * timing.stall * min(1.0, spacing / span)
+        # the stream loses at most the part of the time since the previous access that it spent
+        # waiting for DRAM: host traffic slows a descriptor but never stops it
+        slow = min(slow, timing.stall * spacing)
         return max(1, round(getattr(p, f"host_busy_{name}"))), max(0.0, slow)
 
     def dispatch_gap(self) -> int:
