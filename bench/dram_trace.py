@@ -30,6 +30,11 @@ first request to the last data burst), ``fraction_of_peak`` (over 64 B per
 DRAM cycle = 102.4 B/ns), ``steady_state_fraction_of_peak`` (refreshes still
 owed at the end charged at tRFC of rank time each), row-hit rate, refresh
 share of rank time, refreshes owed, host mean and p99 latency in ns.
+
+The ``random`` point also carries ``ideal_scheduler_bound``: what any
+scheduler could reach on uniform random reads with ``queue_depth`` requests
+queued per rank (:func:`random_read_bound`), at the RTL's queue depth and at
+the depths around it, so the measured figure can be read against it.
 """
 
 import json
@@ -48,7 +53,7 @@ from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import BURST_BYTES
 
-__all__ = ["stream_traces", "load_trace", "summarise", "run_trace_bench", "replay"]
+__all__ = ["stream_traces", "load_trace", "summarise", "run_trace_bench", "replay", "random_read_bound"]
 
 FACTORY = "ndpdimm.hw.memory.system:memory_system_from_config"
 BENCH = "ndpdimm.cosim.rtl.benches.dram_trace"
@@ -150,6 +155,42 @@ def load_trace(path) -> dict:
     return _trace(cyc, addr, wr, host)
 
 
+def random_read_bound(queue_depth: int, cycles: int = 200_000, seed: int = SEED) -> float:
+    """Fraction of peak an ideal scheduler reaches on uniform random reads with ``queue_depth``
+    requests queued per rank (a closed loop: a request leaves its queue entry when its RD issues,
+    tRCD after its ACT, and a new random one takes the entry at once; no refresh, no door).
+
+    Every random read is a row miss: its bank takes no other ACT for tRC. The scheduler ACTivates,
+    one command per cycle within tRRD_S and tFAW, any queued request whose bank is free. Each rank
+    has its own bus, so one rank's figure is the DIMM's. The bound is below 8 banks x tBL / tRC
+    because the queue does not always hold a request for every free bank."""
+    if queue_depth < 1 or cycles < 1:
+        raise ValueError(f"queue_depth and cycles must be >= 1 (got {queue_depth}, {cycles})")
+    org, t = load_dram_config()
+    rng = np.random.default_rng(seed)
+    banks = org.bank_groups * org.banks_per_group
+    queue = list(rng.integers(0, banks, queue_depth))
+    bank_free_at = [0] * banks
+    leaves = []                          # RD cycles of the ACTivated requests still holding an entry
+    acts = []
+    done = 0
+    for now in range(cycles):
+        while leaves and leaves[0] <= now:
+            leaves.pop(0)
+            queue.append(int(rng.integers(0, banks)))
+        if acts and (now - acts[-1] < t.tRRD_S or (len(acts) >= 4 and now - acts[-4] < t.tFAW)):
+            continue
+        for i, bank in enumerate(queue):
+            if bank_free_at[bank] <= now:
+                del queue[i]
+                bank_free_at[bank] = now + t.tRC
+                leaves.append(now + t.tRCD)
+                acts.append(now)
+                done += 1
+                break
+    return done * t.tBL / cycles
+
+
 def summarise(name: str, trace: dict, res: dict) -> dict:
     """One ``points`` entry from a replay's raw result (see ``cosim/rtl/benches/dram_trace.py``)."""
     org, timing = load_dram_config()
@@ -210,6 +251,9 @@ def run_trace_bench(bursts: int = 40000, trace_file=None, policy: str = "fair",
         t1 = time.monotonic()
         points.append(summarise(name, trace, replay(trace, {"policy": policy}, host_with_ndp=name == "mix")))
         p = points[-1]
+        if name == "random":
+            p["ideal_scheduler_bound"] = {str(q): round(random_read_bound(q), 4)
+                                          for q in (RANK_QUEUE_DEPTH, 2 * RANK_QUEUE_DEPTH, 3 * RANK_QUEUE_DEPTH)}
         log(f"  {name:26} {100 * p['fraction_of_peak']:6.1f}% of peak "
             f"(steady {100 * p['steady_state_fraction_of_peak']:5.1f}%), hits {p['row_hit_rate']}, "
             f"host {p['host_mean_latency_ns']} ns  [{time.monotonic() - t1:.0f} s]")

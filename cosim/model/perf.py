@@ -72,7 +72,7 @@ from ndpdimm.hw.memory.port import Status
 
 __all__ = ["PerfParams", "PerfModel", "GemvShape", "gemv_shape", "config_key", "calibration_path",
            "CALIBRATION_DIR", "DEFAULT_CONFIG", "UncalibratedWarning", "UncalibratedError",
-           "COUNTER_NAMES", "FITTED", "act_op_codes", "RefreshDebt", "Timing", "POLICY_NAMES"]
+           "COUNTER_NAMES", "FITTED", "DRAM_FITTED", "act_op_codes", "RefreshDebt", "Timing", "POLICY_NAMES"]
 
 #: Where calibrated parameter files live (one JSON file per configuration).
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
@@ -258,11 +258,13 @@ class PerfParams:
 POLICY_NAMES = POLICIES + ("fair",)
 
 #: Parameters fitted to CQ cycles by least squares (the rest are measured directly: the
-#: counter offsets, the gap, host latencies; or, for the DRAM-bound path that a 16-unit core
-#: never reaches, taken from the 256-unit bandwidth bench).
+#: counter offsets, the gap, host latencies). The DRAM-bound path's :data:`DRAM_FITTED` join
+#: them on a core that reaches it (:attr:`PerfModel.reaches_dram_bound`); a smaller core
+#: (16 units) never does and takes them from the 256-unit bandwidth bench.
 FITTED = ("complete", "block_reject", "gemv_fixed", "open_latency", "open_latency_aligned",
           "conflict_latency", "gather_latency", "group_fixed", "refresh_extra", "dma_fixed", "dma_write_fixed", "dma_round_trip", "dma_open_penalty",
           "act_fixed", "act_pass", "act_reduce", "act_mixed")
+DRAM_FITTED = ("stream_efficiency", "open_penalty")
 
 
 def config_key(config: CoreConfig) -> str:
@@ -368,6 +370,14 @@ class PerfModel:
         self._slot = {d: (serial_digits(d, config.radix_bits), d.info.lanes,
                           slot_cycles(d, config.radix_bits)) for d in Dtype}
 
+    @property
+    def reaches_dram_bound(self) -> bool:
+        """Whether the engine can consume weights faster than the DRAM gives them in every
+        dtype (dense, batch 1): only then do descriptors run on the DRAM-bound path."""
+        peak = self._burst_rate * _BURST
+        return all(self.config.n_units * d.info.lanes * d.info.elem_bits / 8 / slot >= peak
+                   for d, (_, _, slot) in self._slot.items())
+
     # --- construction -----------------------------------------------------------------
     @classmethod
     def for_config(cls, config: CoreConfig = DEFAULT_CONFIG, path=None, *,
@@ -458,6 +468,9 @@ class PerfModel:
             return max(1, round(getattr(p, f"host_busy_dma_{name}"))), 0
         span = max(p.host_slow_span, 1.0)
         slow = getattr(p, f"host_slow_{name}") * timing.stall * min(1.0, spacing / span)
+        # the stream loses at most the part of the time since the previous access that it spent
+        # waiting for DRAM: host traffic slows a descriptor but never stops it
+        slow = min(slow, timing.stall * spacing)
         return max(1, round(getattr(p, f"host_busy_{name}"))), max(0.0, slow)
 
     def dispatch_gap(self) -> int:

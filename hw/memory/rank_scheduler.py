@@ -8,16 +8,39 @@ Requests (``req``: read or write of one 64 B burst at bank group / bank / row /
 column, with a tag) enter a collapsing queue of ``queue_depth`` entries kept in
 age order. Each cycle the scheduler issues at most one command (``cmd``):
 
-1. **Refresh** when a refresh is owed and either the queue is empty or
-   ``max_postponed_refs`` refreshes are owed (postponing while traffic is
-   waiting, never past the JEDEC limit): precharge the open banks, then REF.
+1. **Refresh** when a refresh is owed and either the queue has been empty
+   for ``REFRESH_IDLE`` cycles or ``max_postponed_refs`` refreshes are owed
+   (postponing while traffic is waiting, never past the JEDEC limit; a queue
+   that empties only for a moment does not start a tRFC that would stall a
+   stream): precharge the open banks, then REF.
    ``refresh_phase`` offsets the first refresh so that ranks refresh at
    different times.
 2. **Column command (first-ready)**: the oldest queued request whose row is
    open in its bank and whose RD/WR is legal this cycle.
-3. **Row command (first-come)**: for the oldest request that is not a row hit,
-   ACT if its bank is closed, or PRE if its bank holds another row that no
-   queued request wants, when legal this cycle.
+3. **Row command (bank-level parallelism)**: every bank has a *leader*, the
+   oldest queued request to it (the oldest urgent one if any is urgent). If
+   a bank's leader is not a row hit, its row command - ACT if the bank is
+   closed, PRE if it holds another row - is a candidate; the oldest
+   candidate legal this cycle issues. So any number of banks can be between
+   PRE and ACT at once, and on a stream the next rows of both bank groups
+   open as soon as their first requests are queued.
+   **Precharge rule**: a bank's open row is closed only for its leader, and
+   only if no queued request hits it - unless the leader is urgent (then no
+   queued *urgent* request may hit it: the leader is the oldest urgent one)
+   or starving (below). Closing a row that younger requests still want for
+   an older normal request (tried: the issue's first proposal) costs a
+   stream 8 % of peak when host reads are mixed in (one re-opened stream row
+   per conflicting host read); the age bound gives the older request its
+   turn instead.
+
+**Age bound**: a request that has been the oldest in the queue for
+``age_limit`` cycles is *starving*: it counts as urgent and the oldest (so it
+leads its bank and its row command goes first), and no other request may
+issue a column command to its bank until it is served, so the precharge it
+needs becomes legal. Each request ahead of it is served within the same
+bound once it is the oldest, so no request waits more than about
+``queue_depth * (age_limit + tRC)`` cycles plus refreshes, whatever the
+traffic and the priorities.
 
 A request never passes an older queued request to the same burst (same bank
 group, bank, row and column), so a read after a write returns the written
@@ -26,9 +49,10 @@ every RD/WR produces one response (data or write acknowledgement) that the
 controller must be able to buffer, because the DRAM cannot be stalled.
 
 Requests marked ``urgent`` go first in both choices (the oldest urgent one
-wins over any older normal one), and an urgent request may precharge a row
-that only normal requests still want: this is how the controller's host or
-NDP priority acts inside the queue, not only at its door.
+wins over any older normal one), and an urgent request leads its bank over
+older normal ones, so it may precharge a row that only normal requests still
+want: this is how the controller's host or NDP priority acts inside the
+queue, not only at its door.
 
 Legality comes from down-counters: per bank (ACT after tRC/tRP, RD/WR after
 tRCD, PRE after tRAS/tRTP/write recovery), per bank group (tCCD_S/L,
@@ -51,7 +75,14 @@ from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 
-__all__ = ["DramCommand", "RankScheduler", "request_layout", "command_layout"]
+__all__ = ["DramCommand", "RankScheduler", "request_layout", "command_layout", "AGE_LIMIT"]
+
+#: Cycles the oldest queued request may wait before it is served ahead of everything (starving).
+#: Far above what it waits on a stream or under random traffic (a few tRC), so the bound only
+#: acts against adversarial traffic (e.g. an endless run of urgent hits to the open row).
+AGE_LIMIT = 512
+#: Cycles the queue must have been empty before an owed (postponable) refresh is issued early.
+REFRESH_IDLE = 64
 
 
 class DramCommand(enum.IntEnum):
@@ -119,9 +150,12 @@ class RankScheduler(wiring.Component):
     """Command scheduler of one rank (see module docstring)."""
 
     def __init__(self, org: DramOrganization, timing: DramTiming, queue_depth: int = 8,
-                 tag_bits: int = 8, refresh_phase: int = 0):
+                 tag_bits: int = 8, refresh_phase: int = 0, age_limit: int = AGE_LIMIT):
         if not isinstance(queue_depth, int) or not 1 <= queue_depth <= 64:
             raise ValueError(f"queue_depth must be an integer in 1..64, got {queue_depth!r}")
+        if not isinstance(age_limit, int) or isinstance(age_limit, bool) or not 1 <= age_limit <= 65535:
+            raise ValueError(f"age_limit must be an integer in 1..65535, got {age_limit!r}")
+        self.age_limit = age_limit
         if not isinstance(refresh_phase, int) or not 0 <= refresh_phase < timing.tREFI:
             raise ValueError(f"refresh_phase must be in 0..tREFI-1, got {refresh_phase!r}")
         self.org, self.timing = org, timing
@@ -190,7 +224,14 @@ class RankScheduler(wiring.Component):
             m.d.sync += refi.eq(t.tREFI - 1)
         with m.Else():
             m.d.sync += refi.eq(refi - 1)
-        refresh_mode = (owed != 0) & ((q_count == 0) | (owed >= t.max_postponed_refs))
+        # an owed refresh goes early only once the queue has been empty REFRESH_IDLE cycles: a
+        # queue that empties for a moment under a stream would otherwise stall it for tRFC
+        idle = Signal(range(REFRESH_IDLE + 1))
+        with m.If(q_count != 0):
+            m.d.sync += idle.eq(0)
+        with m.Elif(idle != REFRESH_IDLE):
+            m.d.sync += idle.eq(idle + 1)
+        refresh_mode = (owed != 0) & ((idle == REFRESH_IDLE) | (owed >= t.max_postponed_refs))
 
         # ---- per-entry readiness ------------------------------------------------------------
         hit = Signal(Q)
@@ -204,39 +245,65 @@ class RankScheduler(wiring.Component):
         def same_burst(a, b):
             return a.as_value()[coord_lo:coord_hi] == b.as_value()[coord_lo:coord_hi]
 
+        # ---- age bound: cycles entry 0 (the oldest) has been the oldest --------------------
+        head_age = Signal(range(self.age_limit + 1))
+        starving = Signal()
+        m.d.comb += starving.eq(q_valid[0] & (head_age == self.age_limit))
+        urg = Signal(Q)                   # effective urgency: a starving entry 0 is urgent too
+        for i in range(Q):
+            m.d.comb += urg[i].eq(q[i].urgent | starving if i == 0 else q[i].urgent)
+        bank_of = [bank_index(q[i].bank_group, q[i].bank) for i in range(Q)]
+        same_bank = {}
+        for i in range(Q):
+            for j in range(i):
+                same_bank[i, j] = same_bank[j, i] = Signal(name=f"same_bank_{j}_{i}")
+                m.d.comb += same_bank[i, j].eq(q_valid[i] & q_valid[j] & (bank_of[i] == bank_of[j]))
+
         for i in range(Q):
             e = q[i]
-            b = bank_index(e.bank_group, e.bank)
+            b = bank_of[i]
             older_same = Cat(q_valid[j] & same_burst(q[j], e) for j in range(i)) if i else Const(0)
+            # a starving entry 0 that needs a row command holds the other requests off its bank
+            held = starving & ~hit[0] & same_bank[i, 0] if i else Const(0)
             m.d.comb += [
                 hit[i].eq(q_valid[i] & open_.bit_select(b, 1) & (open_row[b] == e.row)),
                 col_ready[i].eq(hit[i] & col_ok[b] & ccd_ok[e.bank_group] & self.resp_space &
                                 Mux(e.write, c_rtw.ready, wtr_ok[e.bank_group]) &
-                                (older_same == 0)),
+                                (older_same == 0) & ~held),
             ]
-        # wanted[b]: some queued request (wanted_urgent: some urgent one) hits bank b's open row
-        wanted = Signal(n_banks)
-        wanted_urgent = Signal(n_banks)
+        wanted = Signal(n_banks)          # some queued request hits bank b's open row
         for b in range(n_banks):
-            in_b = [hit[i] & (bank_index(q[i].bank_group, q[i].bank) == b) for i in range(Q)]
-            m.d.comb += [wanted[b].eq(Cat(in_b).any()),
-                         wanted_urgent[b].eq(Cat(x & q[i].urgent for i, x in enumerate(in_b)).any())]
+            m.d.comb += wanted[b].eq(Cat(hit[i] & (bank_of[i] == b) for i in range(Q)).any())
+        # leader[i]: the bank's oldest request (oldest urgent one if any): no older same-bank
+        # request at least as urgent, no younger urgent one if i is not urgent
+        leader = Signal(Q)
+        row_ready = Signal(Q)
+        for i in range(Q):
+            e = q[i]
+            b = bank_of[i]
+            blockers = [same_bank[i, j] & (urg[j] | ~urg[i]) for j in range(i)]
+            blockers += [same_bank[i, j] & urg[j] & ~urg[i] for j in range(i + 1, Q)]
+            m.d.comb += [
+                leader[i].eq(q_valid[i] & ~Cat(blockers).any() if blockers else q_valid[i]),
+                # PRE if the bank holds another row, ACT if it is closed; legal this cycle
+                row_ready[i].eq(leader[i] & ~hit[i] &
+                                Mux(open_.bit_select(b, 1), pre_ok[b] & (urg[i] | ~wanted.bit_select(b, 1)),
+                                    act_ok[b] & rrd_ok[e.bank_group] & faw_ok)),
+            ]
 
-        # oldest column-ready entry, oldest non-hit entry; urgent entries first
+        # oldest column-ready entry, oldest entry with a legal row command; urgent entries first
         col_sel = Signal(range(Q))
         col_any = Signal()
-        miss_sel = Signal(range(Q))
-        miss_any = Signal()
+        row_sel = Signal(range(Q))
+        row_any = Signal()
         urgent_col = Signal(Q)
-        urgent_miss = Signal(Q)
-        for i in range(Q):
-            m.d.comb += [urgent_col[i].eq(col_ready[i] & q[i].urgent),
-                         urgent_miss[i].eq(q_valid[i] & ~hit[i] & q[i].urgent)]
+        urgent_row = Signal(Q)
+        m.d.comb += [urgent_col.eq(col_ready & urg), urgent_row.eq(row_ready & urg)]
         for i in reversed(range(Q)):
             with m.If(Mux(urgent_col != 0, urgent_col[i], col_ready[i])):
                 m.d.comb += [col_sel.eq(i), col_any.eq(1)]
-            with m.If(Mux(urgent_miss != 0, urgent_miss[i], q_valid[i] & ~hit[i])):
-                m.d.comb += [miss_sel.eq(i), miss_any.eq(1)]
+            with m.If(Mux(urgent_row != 0, urgent_row[i], row_ready[i])):
+                m.d.comb += [row_sel.eq(i), row_any.eq(1)]
 
         # ---- command choice ---------------------------------------------------------------
         kind = Signal(DramCommand)
@@ -246,8 +313,8 @@ class RankScheduler(wiring.Component):
         ccol = Signal.like(self.cmd.column)
         ctag = Signal.like(self.cmd.tag)
         dequeue = Signal()
-        miss_e = q[miss_sel]
-        miss_b = bank_index(miss_e.bank_group, miss_e.bank)
+        row_e = q[row_sel]
+        row_b = bank_index(row_e.bank_group, row_e.bank)
         col_e = q[col_sel]
 
         # refresh: close the lowest open bank when legal, then REF once all are closed
@@ -273,15 +340,9 @@ class RankScheduler(wiring.Component):
             m.d.comb += [kind.eq(Mux(col_e.write, DramCommand.WR, DramCommand.RD)),
                          cbg.eq(col_e.bank_group), cbank.eq(col_e.bank), crow.eq(col_e.row),
                          ccol.eq(col_e.column), ctag.eq(col_e.tag), dequeue.eq(1)]
-        with m.Elif(miss_any):
-            with m.If(~open_.bit_select(miss_b, 1)):
-                with m.If(act_ok[miss_b] & rrd_ok[miss_e.bank_group] & faw_ok):
-                    m.d.comb += [kind.eq(DramCommand.ACT), cbg.eq(miss_e.bank_group),
-                                 cbank.eq(miss_e.bank), crow.eq(miss_e.row)]
-            # an urgent request may close a row that only non-urgent requests still want
-            with m.Elif(pre_ok[miss_b] & ~Mux(miss_e.urgent, wanted_urgent, wanted).bit_select(miss_b, 1)):
-                m.d.comb += [kind.eq(DramCommand.PRE), cbg.eq(miss_e.bank_group),
-                             cbank.eq(miss_e.bank)]
+        with m.Elif(row_any):
+            m.d.comb += [kind.eq(Mux(open_.bit_select(row_b, 1), DramCommand.PRE, DramCommand.ACT)),
+                         cbg.eq(row_e.bank_group), cbank.eq(row_e.bank), crow.eq(row_e.row)]
 
         m.d.comb += [
             self.cmd.kind.eq(kind), self.cmd.bank_group.eq(cbg), self.cmd.bank.eq(cbank),
@@ -334,6 +395,10 @@ class RankScheduler(wiring.Component):
                 m.d.sync += self.row_hits.eq(self.row_hits + 1)
         with m.If(is_ref):
             m.d.sync += self.refreshes.eq(self.refreshes + 1)
+        with m.If(~q_valid[0] | (dequeue & (col_sel == 0))):
+            m.d.sync += head_age.eq(0)
+        with m.Elif(head_age != self.age_limit):
+            m.d.sync += head_age.eq(head_age + 1)
         owed_next = owed + (refi == 0) - is_ref
         m.d.sync += owed.eq(owed_next)
 

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from ndpdimm.bench.dram_trace import fetch_order, load_trace, run_trace_bench, stream_traces
+from ndpdimm.bench.dram_trace import fetch_order, load_trace, random_read_bound, run_trace_bench, stream_traces
 from ndpdimm.hw.memory.address_map import AddressMap, DramCoord
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.sw.cli import main
@@ -34,6 +34,21 @@ KNOWN_TRACE = "\n".join(
     + [_line(10, (1, 1, 2, 9, 0), "R", "host"), _line(12, (1, 1, 2, 9, 1), "W", "host")]
     + [_line(0, (2, 0, 1, 1, 0), "R", "ndp"), _line(0, (2, 0, 1, 2, 0), "R", "ndp") + "  # conflict"]
 ) + "\n"
+
+
+def test_random_read_bound_between_one_bank_and_all_banks():
+    # One request queued: ACT -> RD (tRCD) per request, a tRC wait when the next lands on the same
+    # bank (1 in 8): tBL / (tRCD + tRC / 8) within a few %. Deep queues approach all banks busy,
+    # tBL * banks / tRC, and never pass it; the bound grows with the depth.
+    banks = ORG.bank_groups * ORG.banks_per_group
+    all_busy = TIMING.tBL * banks / TIMING.tRC
+    one = random_read_bound(1, cycles=40_000)
+    assert one == pytest.approx(TIMING.tBL / (TIMING.tRCD + TIMING.tRC / banks), rel=0.08)
+    depths = [random_read_bound(q, cycles=40_000) for q in (4, 16, 64)]
+    assert one < depths[0] < depths[1] < depths[2] < all_busy
+    assert depths[2] > 0.9 * all_busy
+    with pytest.raises(ValueError, match="queue_depth"):
+        random_read_bound(0)
 
 
 def test_fetch_order_is_the_dot_layout():

@@ -21,9 +21,12 @@ ORG, TIMING = load_dram_config()
 
 
 def run_scheduler(requests, n_cycles, timing=TIMING, queue_depth=8, refresh_phase=0,
-                  idle_prob=0.0, seed=0):
-    """Drive ``requests`` (dicts) into rank 0's scheduler; check every command; return stats."""
-    dut = RankScheduler(ORG, timing, queue_depth=queue_depth, refresh_phase=refresh_phase)
+                  idle_prob=0.0, seed=0, **kwargs):
+    """Drive ``requests`` (dicts) into rank 0's scheduler; check every command; return stats.
+
+    ``log``: every command as (cycle, kind, bank group, bank, row); ``accepted``: (cycle, tag)
+    of every request taken into the queue."""
+    dut = RankScheduler(ORG, timing, queue_depth=queue_depth, refresh_phase=refresh_phase, **kwargs)
     checker = TimingChecker(ORG, timing)
     sim = Simulator(dut)
     sim.add_clock(1e-9)
@@ -32,6 +35,7 @@ def run_scheduler(requests, n_cycles, timing=TIMING, queue_depth=8, refresh_phas
     served, data_marks = [], []
     col_cycles = []
     issued = {k: 0 for k in DramCommand}
+    log, accepted_log = [], []
 
     async def tb(ctx):
         it = iter(requests)
@@ -46,11 +50,12 @@ def run_scheduler(requests, n_cycles, timing=TIMING, queue_depth=8, refresh_phas
                 issued[kind] += 1
                 bg, bank = ctx.get(dut.cmd.bank_group), ctx.get(dut.cmd.bank)
                 row, col = ctx.get(dut.cmd.row), ctx.get(dut.cmd.column)
+                log.append((cycle, kind, bg, bank, row))
                 if kind == DramCommand.ACT:
                     checker.issue(cycle, "ACT", 0, bg, bank, row=row)
                 elif kind in (DramCommand.RD, DramCommand.WR):
                     tag = ctx.get(dut.cmd.tag)
-                    want = pending.pop(tag)
+                    want = {k: v for k, v in pending.pop(tag).items() if k != "urgent"}
                     got = {"write": int(kind == DramCommand.WR), "bank_group": bg, "bank": bank,
                            "row": row, "column": col, "tag": tag}
                     assert got == want, f"cycle {cycle}: served {got}, request was {want}"
@@ -69,13 +74,14 @@ def run_scheduler(requests, n_cycles, timing=TIMING, queue_depth=8, refresh_phas
             await ctx.tick()
             if accepted:
                 pending[nxt["tag"]] = dict(nxt)
+                accepted_log.append((cycle, nxt["tag"]))
                 nxt = next(it, None)
         ctx.set(dut.req.valid, 0)
 
     sim.add_testbench(tb)
     sim.run()
     return {"served": served, "pending": pending, "marks": data_marks, "issued": issued,
-            "col_cycles": col_cycles, "checker": checker}
+            "col_cycles": col_cycles, "checker": checker, "log": log, "accepted": accepted_log}
 
 
 def random_requests(n, rng, rows=3, write_share=0.3):
@@ -139,6 +145,9 @@ def test_bad_parameters():
         RankScheduler(ORG, TIMING, queue_depth=0)
     with pytest.raises(ValueError, match="refresh_phase"):
         RankScheduler(ORG, TIMING, refresh_phase=TIMING.tREFI)
+    for bad in (0, 70000, 1.5, True):
+        with pytest.raises(ValueError, match="age_limit"):
+            RankScheduler(ORG, TIMING, age_limit=bad)
 
 
 def test_read_never_passes_older_write_to_same_burst():
@@ -180,3 +189,96 @@ def test_no_column_command_without_response_space():
     cols = [c for c, k in seen if k in (DramCommand.RD, DramCommand.WR)]
     assert any(k == DramCommand.ACT for _, k in seen[:100])      # rows still open meanwhile
     assert cols and cols[0] >= 200 and len(cols) == 1, cols
+
+
+#: No refresh inside the short runs below (the refresh PREs close rows under their own rule).
+NO_REFRESH = dataclasses.replace(TIMING, tREFI=60000)
+
+
+@pytest.mark.parametrize("age_limit", [150, 400])
+def test_starvation_bound_under_adversarial_urgent_hits(age_limit):
+    """A normal request to another row of a bank that an endless run of urgent requests keeps
+    hitting: urgent requests lead the bank and go first, so without the age bound it would wait
+    for the whole run. It is served within ``age_limit`` of becoming the oldest plus one row
+    cycle (the urgent hits still pending drain first, at most ``queue_depth`` tCCD_L)."""
+    hot = {"write": 0, "bank_group": 0, "bank": 0, "row": 1, "urgent": 1}
+    reqs = [{**hot, "column": 0, "tag": 0},
+            {"write": 0, "bank_group": 0, "bank": 0, "row": 2, "column": 5, "tag": 1, "urgent": 0}]
+    reqs += [{**hot, "column": (k + 1) % 128, "tag": 2 + k} for k in range(250)]
+    q = 8
+    res = run_scheduler(reqs, 4000, timing=NO_REFRESH, queue_depth=q, age_limit=age_limit)
+    assert not res["pending"] and len(res["served"]) == len(reqs)
+    order = [tag for _, tag, _ in res["served"]]
+    served_at = {tag: c for c, tag, _ in res["served"]}
+    head_at = served_at[0]                                # tag 1 is the oldest from here on
+    wait = served_at[1] - head_at
+    t = NO_REFRESH
+    bound = age_limit + q * t.tCCD_L + t.tRTP + t.tRP + t.tRCD + 4
+    assert wait <= bound, f"waited {wait} cycles as the oldest, bound {bound}"
+    assert wait >= age_limit, "urgent hits must still win until the bound fires"
+    assert order.index(1) < len(reqs) - 100, "served long before the urgent run ended"
+
+
+def _oldest_pending_per_bank(pending_tags, requests_by_tag):
+    oldest = {}
+    for tag in pending_tags:                              # in arrival order
+        r = requests_by_tag[tag]
+        oldest.setdefault((r["bank_group"], r["bank"]), r)
+    return oldest
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_precharge_rule_from_command_log(seed):
+    """Random reads and writes over few rows (no urgent requests, no refresh, age bound out of
+    reach): every PRE, reconstructed against the queue from the command log, closes a row that
+    no queued request hits, for the bank's oldest queued request, which wants another row."""
+    rng = random.Random(seed)
+    reqs = random_requests(240, rng, rows=3)
+    by_tag = {r["tag"]: r for r in reqs}
+    res = run_scheduler(reqs, 16000, timing=NO_REFRESH, idle_prob=0.2, seed=seed, age_limit=65535)
+    assert not res["pending"]
+    # a command in cycle c is chosen from the queue before that cycle's request enters it
+    events = sorted([(c, 1, "accept", tag) for c, tag in res["accepted"]] +
+                    [(c, 0, "served", tag) for c, tag, _ in res["served"]] +
+                    [(c, 0, "cmd", tuple(e)) for c, *e in res["log"]], key=lambda e: e[:2])
+    pending, open_rows, checked = [], {}, 0
+    for cycle, _, what, x in events:
+        if what == "accept":
+            pending.append(x)
+        elif what == "served":
+            pending.remove(x)
+        elif x[0] == DramCommand.ACT:
+            open_rows[x[1], x[2]] = x[3]
+        elif x[0] == DramCommand.PRE:
+            bank = x[1], x[2]
+            oldest = _oldest_pending_per_bank(pending, by_tag).get(bank)
+            assert oldest is not None and oldest["row"] != open_rows[bank], \
+                f"cycle {cycle}: PRE of bank {bank} row {open_rows[bank]} for {oldest}"
+            wanted = [t for t in pending if (by_tag[t]["bank_group"], by_tag[t]["bank"],
+                                             by_tag[t]["row"]) == (*bank, open_rows[bank])]
+            assert not wanted, f"cycle {cycle}: PRE of bank {bank} while {wanted} want its row"
+            del open_rows[bank]
+            checked += 1
+    assert checked > 30
+
+
+def test_bank_parallelism_from_command_log():
+    """Random reads, each to a new row of one of 16 banks: from the command log, several banks
+    of the rank are between PRE and ACT at the same time, and ACTs are far closer than the
+    tRC of one bank."""
+    rng = random.Random(7)
+    reqs = [{"write": 0, "bank_group": rng.randrange(2), "bank": rng.randrange(4),
+             "row": 10 + k, "column": rng.randrange(128), "tag": k % 256} for k in range(200)]
+    res = run_scheduler(reqs, 8000, timing=NO_REFRESH, queue_depth=16)
+    assert not res["pending"]
+    closing, most = set(), 0
+    for _, kind, bg, bank, _ in res["log"]:
+        if kind == DramCommand.PRE:
+            closing.add((bg, bank))
+            most = max(most, len(closing))
+        elif kind == DramCommand.ACT:
+            closing.discard((bg, bank))
+    assert most >= 4, f"at most {most} banks between PRE and ACT at once"
+    acts = [c for c, kind, *_ in res["log"] if kind == DramCommand.ACT]
+    mean_gap = (acts[-1] - acts[0]) / (len(acts) - 1)
+    assert mean_gap < TIMING.tRC / 3, f"mean ACT spacing {mean_gap:.1f} cycles"

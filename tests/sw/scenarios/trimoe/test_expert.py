@@ -19,6 +19,7 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.model.perf import POLICY_NAMES
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.errors import FreedBufferError
@@ -84,7 +85,7 @@ def dimm(request):
 @pytest.fixture(scope="module")
 def timing_dimm():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")              # the 256-unit model borrows a calibration
+        warnings.simplefilter("ignore")
         return Dimm("model", BIG_CFG, functional=False)
 
 
@@ -273,7 +274,7 @@ def test_cost_bad_arguments_change_nothing(timing_dimm, kw, message):
 
 
 def test_host_reads_make_the_expert_slower(timing_dimm):
-    """Background host reads slow a latency-bound (batch 1) pass markedly on the model backend
+    """Background host reads slow a latency-bound (batch 1) pass on the model backend
     (its engine waits for weights; each read costs the stream a row re-open), and were issued
     about once per spacing; a compute-bound batch-16 pass hardly notices."""
     h, f = 1024, 512
@@ -282,11 +283,18 @@ def test_host_reads_make_the_expert_slower(timing_dimm):
     busy = ndp_expert_cost(h, f, timing_dimm, batches=(1, 16), host_spacing=100)
     assert busy.host_spacing == 100 and [b for b, _ in busy.host_reads] == [1, 16]
     assert timing_dimm.host_reads_issued - reads0 == sum(n for _, n in busy.host_reads)
+    # one read per 100 cycles, or back to back when a read under load takes longer: the
+    # calibrated latency of a host read beside a DRAM-bound stream (430 cycles on this core)
+    perf = timing_dimm.backend.perf
+    name = POLICY_NAMES[timing_dimm.backend.csr_read("POLICY") & 3]
+    period = max(100, getattr(perf.params, f"host_busy_{name}"))
     for (b, cycles), (_, reads) in zip(busy.samples, busy.host_reads):
-        # one read per 100 cycles, or back to back when a read under load takes longer
-        assert cycles / 200 < reads <= cycles / 100 + 10
-    assert quiet.host_read_gbs is None and 0.3 < busy.host_read_gbs <= 0.64 + 0.01   # 64 B / 100 cycles
-    assert busy.cycles(1) > 1.3 * quiet.cycles(1)
+        assert cycles / (2 * period) < reads <= cycles / 100 + 10
+    assert quiet.host_read_gbs is None
+    assert 64 / (2 * period) < busy.host_read_gbs <= 0.64 + 0.01   # 64 B / 100 cycles at most
+    # 7.6 % with this core's own calibration (host contention measured on its RTL: one read per
+    # ~430 cycles, each costing the batch-1 stream ~25 cycles); 1.3x was the borrowed 16-unit fit
+    assert busy.cycles(1) > 1.05 * quiet.cycles(1)
     assert quiet.cycles(16) <= busy.cycles(16) < 1.1 * quiet.cycles(16)
     assert busy.cycles(5) > quiet.cycles(5)
     sparse = ndp_expert_cost(h, f, timing_dimm, batches=(1,), host_spacing=2000)
