@@ -34,6 +34,11 @@ runs on:
 Ratios are taken between figures of the same run. ``--build-options`` also
 builds the reduced configuration with other C++ / Verilator options and
 measures (a) and (b) for each, with the build time.
+
+``--model-only`` (after a recalibration or a change to the performance model, with the RTL
+unchanged) reruns (d) alone against the harness's per-descriptor cycles already in the file,
+keeping (a)-(c); each config's ``model`` section then records its own command, date and commit,
+and ``model_vs_harness`` is recomputed from the new model speed and the recorded harness speed.
 """
 
 import argparse
@@ -50,7 +55,7 @@ from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.backend import Backend, CoreConfig
 from ndpdimm.hw.descriptors import Opcode
 
-__all__ = ["RecordingBackend", "workload", "run_bench", "main"]
+__all__ = ["RecordingBackend", "workload", "run_bench", "rerun_model", "main"]
 
 #: (name, g++ OPT_FAST, Verilator flags) compared by --build-options; the first is the default
 #: (``rtl_harness.CXX_OPT`` / ``VERILATOR_OPT``).
@@ -305,10 +310,20 @@ def measure_model(config: CoreConfig, scale: int, rtl_records, repeats: int = MO
             "cycles_per_second": _speed(cycles, backend),
             "end_to_end_cycles_per_second": _speed(cycles, best_wall),
             "descriptors_per_second": _speed(len(out["descriptors"]), backend),
-            "calibration": getattr(calib, "source", None),
+            "calibration": _repo_relative(getattr(calib, "source", None)),
             "per_descriptor": errors,
             "mean_abs_error": sum(rel) / len(rel) if rel else None,
             "max_abs_error": max(rel) if rel else None}
+
+
+def _repo_relative(path):
+    """A calibration file's path relative to the checkout (the JSON is committed)."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path(__file__).resolve().parents[1]))
+    except ValueError:
+        return str(path)
 
 
 def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=None,
@@ -405,6 +420,29 @@ def measure_fuzz(count: int, seed: int, config: CoreConfig = FUZZ_CONFIG) -> dic
             "ndp_cycles": r["ndp_cycles"], "codes": r["codes"], "stats": r["stats"]}
 
 
+def rerun_model(out, scale: int = 4) -> dict:
+    """Rerun the ``model`` section of every config in the cosim JSON ``out`` against the
+    harness descriptors recorded there (``--model-only``; the RTL sections are kept)."""
+    out = Path(out)
+    if not out.exists():
+        raise ValueError(f"{out}: no cosim bench results to rerun the model against "
+                         "(run `ndpdimm bench --suite cosim` first)")
+    report = json.loads(out.read_text())
+    command = " ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else \
+        f"python -c 'from ndpdimm.bench.speed import rerun_model; rerun_model({str(out)!r})'"
+    for entry in report["configs"]:
+        config = CoreConfig(**entry["config"])
+        harness = entry["harness"]
+        print(f"[bench_cosim] {config.n_units} units: model (against the recorded harness run)",
+              file=sys.stderr, flush=True)
+        entry["model"] = {**bench_header("cosim model", command),
+                          **measure_model(config, scale, harness["descriptors"])}
+        entry["model_vs_harness"] = (entry["model"]["cycles_per_second"]
+                                     / harness["cycles_per_second"])
+    _write(report, out)
+    return report
+
+
 def run_fuzz_bench(count: int = 100_000, seed: int = 1, out=None) -> dict:
     """Measure the fuzzer and record it as the ``fuzz`` section of the cosim JSON ``out``
     (the rest of that file is kept: it has its own provenance, this section has its own)."""
@@ -433,8 +471,13 @@ def main(argv=None):
     p.add_argument("--scale", type=int, default=4)
     p.add_argument("--no-cocotb", action="store_true")
     p.add_argument("--build-options", action="store_true")
+    p.add_argument("--model-only", action="store_true",
+                   help="rerun only the model sections against the harness runs in --out")
     p.add_argument("--out", default="bench/results/cosim.json")
     a = p.parse_args(argv)
+    if a.model_only:
+        rerun_model(a.out, a.scale)
+        return
     run_bench(tuple(a.units), a.scale, not a.no_cocotb, a.build_options, a.out)
 
 

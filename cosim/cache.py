@@ -12,7 +12,9 @@ folder reuses the Verilator builds of every other one. One sub-folder per kind (
 - ``native``: the C++ DRAM model library (``cosim/dram/native.py``; ``$NDPDIMM_NATIVE_BUILD_ROOT``
   overrides);
 - ``synth``: Yosys runs and elaborated netlists (``synth/flow.py``, ``synth/blocks.py``);
-- ``calibration``: the raw RTL runs of ``ndpdimm calibrate`` (``--refit`` reads them).
+- ``calibration``: the raw RTL runs of ``ndpdimm calibrate`` (``--refit`` reads them);
+- ``verilog``: elaborated Verilog (``cosim/rtl/build.py``: ``elaborate``), keyed by the
+  elaboration's arguments and a hash of the ``hw/`` and ``cosim/rtl/`` sources.
 
 Sharing is safe: every build directory is named by a hash of what decides it and is made
 under a per-hash file lock (``fcntl.flock``) in the same folder, so processes in different
@@ -41,6 +43,7 @@ KINDS = {
     "native": "C++ DRAM model library (cosim/dram/native.py)",
     "synth": "Yosys runs and netlists (synth/)",
     "calibration": "raw RTL runs of ndpdimm calibrate (--refit)",
+    "verilog": "elaborated Verilog, keyed by the hw/ and cosim/rtl/ sources (cosim/rtl/build.py)",
 }
 #: The more specific variables that move one kind elsewhere (kept from before the shared root).
 OVERRIDES = {"rtl": "NDPDIMM_RTL_BUILD_ROOT", "harness": "NDPDIMM_HARNESS_BUILD_ROOT",

@@ -161,6 +161,9 @@ def _parser():
                         "from 1 to 2 workers and per-task overhead (sw/sweep/bench.py)")
     b.add_argument("--build-options", action="store_true",
                    help="cosim: also compare C++/Verilator build options on the reduced configuration")
+    b.add_argument("--model-only", action="store_true",
+                   help="cosim: rerun only the model sections against the harness runs already in "
+                        "cosim.json (after a recalibration; the RTL figures are kept)")
     b.add_argument("--units", type=_positive, default=None,
                    help="GEMV units (default: the SPEC's 256)")
     b.add_argument("--k", type=_positive, default=None, help="gemv_engine: columns of the GEMVs")
@@ -489,10 +492,14 @@ def main(argv=None):
                 kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
                 run_bench(out=f"{args.out_dir}/gemv_engine.json", **kw)
             if args.suite in ("cosim", "all"):
+                from ndpdimm.bench.speed import rerun_model
                 from ndpdimm.bench.speed import run_bench as run_cosim_bench
                 units = (args.units,) if args.units else (256, 16)
-                run_cosim_bench(units=units, build_options=args.build_options,
-                                out=f"{args.out_dir}/cosim.json")
+                if args.model_only:
+                    rerun_model(f"{args.out_dir}/cosim.json")
+                else:
+                    run_cosim_bench(units=units, build_options=args.build_options,
+                                    out=f"{args.out_dir}/cosim.json")
             if args.suite in ("fuzz", "all"):
                 from ndpdimm.bench.speed import run_fuzz_bench
                 run_fuzz_bench(args.fuzz_count, out=f"{args.out_dir}/cosim.json")

@@ -53,7 +53,7 @@ from ndpdimm.cosim.golden.core import ACT_OPCODES, CoreModel
 from ndpdimm.cosim.model.perf import RefreshDebt, Timing
 from ndpdimm.hw.activation.unit import REDUCTION_OPS
 from ndpdimm.hw.core.ndp_core import core_caps
-from ndpdimm.hw.descriptors import Opcode
+from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.hw.memory.port import BURST_BYTES, Status
 from ndpdimm.hw.registers import ID_VALUE, REGISTERS, register
@@ -374,9 +374,13 @@ class ModelBackend(Backend):
             cycles = self.fabric.relayout_cycles(self.dimm_id, f, status, self._dma_cycles)
             return _Dispatched(f, status, start, Timing(cycles, self._debt, False), 0)
         status = core.expected_status(f)
+        timed = f
+        if status == Status.OK and f["opcode"] == Opcode.GEMV and f["op"] == GemvOp.ROW_GATHER:
+            # a row gather's DRAM time depends on where its rows fall (PerfModel.gather_spread)
+            timed = {**f, "indices": core.index_list(f["idx_addr"], f["n_idx"])}
         if status == Status.OK:
             self._apply(f)
-        timing = self.perf.descriptor_timing(f, status, start, self._debt)
+        timing = self.perf.descriptor_timing(timed, status, start, self._debt)
         return _Dispatched(f, status, start, timing, core.completion_bytes(f, status))
 
     def _dma_cycles(self, dram, n_bytes) -> int:

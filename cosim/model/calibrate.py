@@ -45,6 +45,7 @@ is the stand-alone equivalent.
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -743,8 +744,24 @@ BOUNDS = {"complete": (0, 10), "block_reject": (0, 20), "gemv_fixed": (0, 200),
           "stream_efficiency": (0.8, 1.0), "open_penalty": (0.0, 60.0)}
 
 
+def model_fields(rec) -> dict:
+    """A point's descriptor fields as the model backend hands them to the model: a row
+    gather's with its index list (``indices``, the list the RTL run loaded; see
+    ``PerfModel.gather_spread``)."""
+    spec = rec.get("spec", {})
+    if spec.get("kind") != "gemv" or spec.get("op") != "row_gather" or not spec.get("n_idx"):
+        return rec["fields"]
+    return {**rec["fields"], "indices": _point_indices(spec["name"], spec["rows"], spec["n_idx"],
+                                                        spec["pattern"])}
+
+
+@functools.cache
+def _point_indices(name, rows, n_idx, pattern) -> tuple:
+    return tuple(_index_list({"name": name, "rows": rows, "n_idx": n_idx, "pattern": pattern}))
+
+
 def _predict(model, rec, use_start=True):
-    return model._timed(rec["fields"], Status[rec["status"]],
+    return model._timed(model_fields(rec), Status[rec["status"]],
                          rec["start_cycle"] if use_start else None)[0]
 
 
@@ -965,13 +982,14 @@ def evaluate(model: PerfModel, records: list) -> list:
     out = []
     for r in records:
         status = Status[r["status"]]
-        pred = model.descriptor_cycles(r["fields"], status, r["start_cycle"])
-        pred_nostart = model.descriptor_cycles(r["fields"], status)
+        fields = model_fields(r)
+        pred = model.descriptor_cycles(fields, status, r["start_cycle"])
+        pred_nostart = model.descriptor_cycles(fields, status)
         rtl = r["rtl_cycles"]
         out.append({**r, "model_cycles": pred, "model_cycles_no_start": pred_nostart,
                     "error_pct": 100.0 * (pred - rtl) / rtl,
                     "error_pct_no_start": 100.0 * (pred_nostart - rtl) / rtl,
-                    "model_counters": model.counters(r["fields"], status, r["start_cycle"])})
+                    "model_counters": model.counters(fields, status, r["start_cycle"])})
     return out
 
 
@@ -984,7 +1002,7 @@ def _speed(model: PerfModel, rows: list) -> dict:
         status = Status[r["status"]]
         t0 = time.perf_counter()
         for _ in range(reps):
-            model.descriptor_cycles(r["fields"], status, r["start_cycle"])
+            model.descriptor_cycles(model_fields(r), status, r["start_cycle"])
         t = (time.perf_counter() - t0) / reps
         t_model_total += t
         per_point.append((r["rtl_wall_s"] / t if t else math.inf, r["name"], r["rtl_cycles"]))

@@ -36,9 +36,11 @@ Structure, from how the hardware works (module docstrings of ``hw/``):
   round trip / outstanding)`` cycles plus latency and row openings; its
   refreshes wait for its end (the transfer keeps the rank queues busy).
 * **ACT / SOFTMAX / ELTWISE** (``hw/activation/sequencer.py``): per pass
-  ``ceil(n / lanes)`` beats at ``max(1, SRAM words read, words written)``
-  cycles each, plus the pass's pipeline latency (reductions add the tree
-  depth); SOFTMAX is MAX, SUMEXP, a one-beat RECIP pass and EXP.
+  the SRAM words it moves, one a cycle per port: all reads and the last
+  beat's writes, or the first beat's reads and all writes, whichever is
+  longer (a partial last beat moves only the words its elements fill),
+  plus the pass's pipeline latency (reductions add the tree depth);
+  SOFTMAX is MAX, SUMEXP, a one-beat RECIP pass and EXP.
 * Rejected descriptors complete at dispatch (command-processor checks) or
   a few cycles later (checks of the block they were handed to; a GEMV's
   ``BAD_INDEX`` after the streamer's pre-scan of the index list).
@@ -64,9 +66,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype, serial_digits, slot_cycles
+from ndpdimm.hw.memory.address_map import AddressMap
 from ndpdimm.hw.memory.controller import POLICIES
 from ndpdimm.hw.memory.port import Status
 
@@ -224,7 +229,7 @@ class PerfParams:
 
     #: ACT/SOFTMAX/ELTWISE: fixed cycles per descriptor (dispatch, checks, status).
     act_fixed: float = 6.0
-    #: cycles per pass besides its beats (command, unit latency 7, write of the last beat).
+    #: cycles per pass besides its SRAM words (command, unit latency 7, read response).
     act_pass: float = 10.0
     #: extra cycles of a reduction pass beyond the tree depth.
     act_reduce: float = 1.0
@@ -366,6 +371,8 @@ class PerfModel:
         self._pairs = min(_PAIRS, org.ranks * org.bank_groups)
         self._banks = org.banks_per_group
         self._block = org.ranks * org.bank_groups * org.bursts_per_row
+        slices = AddressMap(org).field_slices()
+        self._rank_bits, self._group_bits = slices["rank"], slices["bank_group"]
         # per dtype: multiplier digits, reducer lanes, slot cycles
         self._slot = {d: (serial_digits(d, config.radix_bits), d.info.lanes,
                           slot_cycles(d, config.radix_bits)) for d in Dtype}
@@ -660,10 +667,11 @@ class PerfModel:
         return n, beats, bursts, opens, ring, spans
 
     def _stream(self, n, beats, bursts, opens, ring, BP, drain, groups, extra_latency=0.0,
-                aligned=False):
+                aligned=False, continued=False):
         """Compute path of the GEMV: the streamer/engine recurrence over two groups of the
         access pattern (see the module docstring), extrapolated to ``groups`` groups of ``n``
-        accesses. Returns (cycles to the end of the last drain, steady-state cycles per group)."""
+        accesses. Returns (cycles to the end of the last drain, steady-state cycles per group).
+        ``continued``: the groups follow others, so the first access's latency is hidden."""
         p = self.params
         w = len(beats)
         issue_rate = min(_ISSUE_PER_CYCLE, self._burst_rate * p.stream_efficiency)
@@ -677,7 +685,7 @@ class PerfModel:
             per_group = n * beats[0] * BP if n > w else sum(beats) * BP
             if n > w and beats[-1] != beats[0]:
                 per_group = (n - 1) * beats[0] * BP + beats[-1] * BP
-            return X[0] + groups * (per_group + drain), per_group + drain
+            return (0.0 if continued else X[0]) + groups * (per_group + drain), per_group + drain
         done = []          # time the access's last beat is accepted (frees its ring room)
         t_end = 0.0        # end of the previous access's slots (+ drain at a group boundary)
         ends, tau = [], 0.0
@@ -702,7 +710,7 @@ class PerfModel:
         else:
             total = ends[0] + extra + (groups - 1) * (ends[1] - ends[0] + extra)
         period = (ends[1] - ends[0] if len(ends) > 1 else ends[0]) + extra
-        return total, period
+        return total - (X[0] if continued else 0.0), period
 
     def _gemv(self, fields, start, owed=0):
         p, c = self.params, self.config
@@ -722,13 +730,25 @@ class PerfModel:
         short = wb * (beats_full * g.groups - g.result_beats)
         opens_total, ring, X_hit = 0.0, self._ring_chunks, p.mem_latency
         pure = g.groups * S * BP                                 # the engine's slots alone
+        spread, spread_last = self.gather_spread(fields, g)
+        info["spread"] = spread
         if S and g.bursts:
             n, beats, bursts, opens, ring, spans = self._accesses(g, fields)
             stride = (fields["n_rows"] / max(g.steps, 1) if g.axpy else fields["n_rows"]) * \
                 (g.bpr if g.axpy else 1)
-            compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain, g.groups,
-                                           p.gather_latency if g.gather else 0.0,
-                                           stride >= self._block)
+            extra, aligned = p.gather_latency if g.gather else 0.0, stride >= self._block
+            u = min(c.n_units, g.n_out)
+            if g.axpy or g.groups == 1 or g.last_outs == u:
+                compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain,
+                                               g.groups, extra, aligned)
+            else:
+                # the last group reads only its own rows' bursts (a DOT access is one burst
+                # per output); its first requests go out while the group before it runs
+                compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain,
+                                               g.groups - 1, extra, aligned)
+                last = [b * g.last_outs / u for b in bursts]
+                compute_path += self._stream(n, beats, last, opens, ring, BP, drain, 1, extra,
+                                             aligned, continued=True)[0]
             opens_total = g.groups * sum(1 for o in opens if o) * (n / len(opens))
             pairs = min(self._pairs, bursts[0])
             # rows opened: per opening access, or once per span when they all stay open
@@ -739,8 +759,15 @@ class PerfModel:
         info["stall"] = max(0.0, 1.0 - pure / compute_path) if compute_path > 0 else 0.0
         # DRAM path: every burst at the sustained rate, plus a penalty per row-opening access
         rate = self._burst_rate * p.stream_efficiency
-        stream_path = g.bursts / rate + opens_total * p.open_penalty + drain
-        util = (g.bursts / rate) / compute_path if compute_path else 0.0
+        # a row gather's uneven spread over ranks and bank groups lengthens the DRAM path only:
+        # an access's latency is hidden by the accesses in flight (calibration error 1.70 vs
+        # 1.92 % at 8 units, 1.81 vs 1.99 % at 16, equal at 256 with it in the access latency)
+        if g.gather and not g.axpy and g.groups > 1:     # the bursts of each part's spread
+            weighted = (g.bursts - g.last_outs * g.bpr) * spread + g.last_outs * g.bpr * spread_last
+        else:
+            weighted = g.bursts * spread_last
+        stream_path = weighted / rate + opens_total * p.open_penalty + drain
+        util = (weighted / rate) / compute_path if compute_path else 0.0
         base = p.gemv_fixed + prescan + max(compute_path, stream_path)
         dram_bound = util >= _DRAM_BOUND
         if dram_bound:
@@ -755,6 +782,48 @@ class PerfModel:
         info["refreshes"], info["regime"] = n_ref, regime
         info["misses"] += n_ref * self._pairs                    # a refresh closes the open rows
         return t, info
+
+    def gather_spread(self, fields, g: GemvShape) -> tuple[float, float]:
+        """How much longer a row gather's weight bursts keep the ranks' buses busy than the
+        same number of consecutive bursts, in its full groups and in its last group: (1.0,
+        1.0) without ``fields["indices"]``, the index list, which the model backend reads
+        from the SRAM.
+
+        An access reads chunk ``j`` of every selected row of a group, one burst each, at
+        ``base + j*N + index`` (``cosim/gemv/weight_layout.py``). Consecutive bursts alternate
+        bank groups and ranks (``AddressMap``), so a dense access spreads evenly; the selected
+        rows of a gather fall unevenly, and a rank then takes ``max(tBL * its bursts,
+        tCCD_L * its busiest bank group's bursts)``. The factor is the slowest rank's time
+        over the even share, over a group's first 8 accesses together: the offsets ``j*N``
+        rotate the low address bits (unless ``N`` is a multiple of 8), so consecutive
+        accesses load other ranks, and the rank queues and the ring overlap them (measured:
+        a 153-of-306-row gather runs 1.13x the evenly spread model, its load over the 4
+        rotations 1.14x, its worst single access 1.25x)."""
+        idx = fields.get("indices")
+        if idx is None or not g.gather or g.axpy or not g.n_out:
+            return 1.0, 1.0
+        idx = np.asarray(idx, dtype=np.int64)[:g.n_out]
+        t, org = self.timing, self.org
+        ranks, groups_per_rank = org.ranks, org.bank_groups
+        group = np.arange(len(idx)) // g.per_group
+        n_groups = int(group[-1]) + 1
+        (r_lsb, r_w), (g_lsb, g_w) = self._rank_bits, self._group_bits
+        base = fields["w_base"] // _BURST
+        bus = max(t.tBL, t.tCCD_S)
+        counts = np.zeros(n_groups * ranks * groups_per_rank)
+        for j in range(min(g.bpr, 8)):
+            addr = (base + j * fields["n_rows"] + idx) * _BURST
+            cls = ((addr >> r_lsb) & ((1 << r_w) - 1)) * groups_per_rank + \
+                ((addr >> g_lsb) & ((1 << g_w) - 1))
+            counts += np.bincount(group * (ranks * groups_per_rank) + cls,
+                                  minlength=n_groups * ranks * groups_per_rank)
+        counts = counts.reshape(n_groups, ranks, groups_per_rank)
+        busy = np.maximum(bus * counts.sum(2), t.tCCD_L * counts.max(2)).max(1)
+        even = bus * counts.sum((1, 2)) / ranks
+        last = max(1.0, float(busy[-1] / even[-1]))
+        if n_groups == 1:
+            return last, last
+        return max(1.0, float(busy[:-1].sum() / even[:-1].sum())), last
 
     # DMA -------------------------------------------------------------------------------
     def _dma(self, fields, start, owed=0):
@@ -783,18 +852,31 @@ class PerfModel:
 
     # ACT -------------------------------------------------------------------------------
     def _pass(self, n, in_fmt, out_fmt, binary=False, reduce=False):
+        """Cycles of one pass over ``n`` elements, timed in SRAM words (one a cycle per port).
+
+        Beats are ``lanes`` elements, the last one partial, and each reads (writes) only the
+        words its elements fill. Reads stream back to back; a beat's writes start once the
+        unit returns it and follow the previous beat's, so the pass ends after either all
+        reads and the last beat's writes or the first beat's reads and all writes, whichever
+        is later (at 16 lanes a beat is one word; at 256 a full FP16 beat is 16)."""
         lanes = self.config.act_lanes
         beats = -(-n // lanes)
-        stream = -(-lanes * (4 if in_fmt == _FP32 else 2) // _SRAM_WORD)   # words per source
-        rd = stream * (2 if binary else 1)
-        wr = 0 if reduce else -(-lanes * (4 if out_fmt == _FP32 else 2) // _SRAM_WORD)
-        per = max(1, rd, wr)
-        if stream > wr > 0:           # a source stream outruns the write stream (FP32 -> 16 bit)
-            per += self.params.act_mixed * wr / rd
-        t = beats * per + self.params.act_pass
+        last = n - (beats - 1) * lanes
+
+        def words(count, fmt):
+            return -(-count * (4 if fmt == _FP32 else 2) // _SRAM_WORD)
+
+        sources = 2 if binary else 1
+        rd_full, rd_last = sources * words(lanes, in_fmt), sources * words(last, in_fmt)
+        reads = (beats - 1) * rd_full + rd_last
         if reduce:
-            t += self._tree + self.params.act_reduce
-        return t
+            return reads + self.params.act_pass + self._tree + self.params.act_reduce
+        wr_full, wr_last = words(lanes, out_fmt), words(last, out_fmt)
+        writes = (beats - 1) * wr_full + wr_last
+        t = max(reads + wr_last, (rd_full if beats > 1 else rd_last) + writes)
+        if words(lanes, in_fmt) > wr_full:  # a source stream outruns the write stream (FP32 -> 16 bit)
+            t += self.params.act_mixed * beats * wr_full / rd_full
+        return t + self.params.act_pass
 
     def _act(self, op, f):
         p = self.params

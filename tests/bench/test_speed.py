@@ -71,3 +71,27 @@ def test_model_error_compares_like_with_like():
     m = measure_model(CONFIG, 1, own)
     assert m["per_descriptor"] and m["mean_abs_error"] == 0 and m["max_abs_error"] == 0
     assert m["cycles_per_second"] > 0
+
+
+def test_model_only_rerun_keeps_the_rtl_sections(tmp_path):
+    """``--model-only`` replaces each config's model section (with its own provenance) and
+    leaves the harness figures it compares against untouched; no file: a clear error."""
+    import json
+
+    from ndpdimm.bench.speed import rerun_model
+    with pytest.raises(ValueError, match="no cosim bench results"):
+        rerun_model(tmp_path / "missing.json", scale=1)
+    assert not (tmp_path / "missing.json").exists()
+    own = workload(Dimm(RecordingBackend(ModelBackend(CONFIG, functional=False))), scale=1,
+                   check=False)["descriptors"]
+    harness = {"cycles_per_second": 1000.0, "descriptors": own}
+    path = tmp_path / "cosim.json"
+    path.write_text(json.dumps({"configs": [{"config": CONFIG.as_dict(), "harness": harness,
+                                             "model": {"stale": True}}]}))
+    report = rerun_model(path, scale=1)
+    entry = json.loads(path.read_text())["configs"][0]
+    assert entry == report["configs"][0]
+    assert entry["harness"] == harness
+    assert "stale" not in entry["model"] and entry["model"]["benchmark"] == "cosim model"
+    assert entry["model"]["mean_abs_error"] == 0      # the model against its own cycle counts
+    assert entry["model_vs_harness"] == entry["model"]["cycles_per_second"] / 1000.0

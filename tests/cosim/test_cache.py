@@ -37,6 +37,7 @@ def test_every_kind_lives_under_the_root_whatever_the_working_folder(root, tmp_p
         assert native.default_build_root() == root / "native"
         assert synth_root() == root / "synth"
         assert cache.build_cache_dir("calibration") == root / "calibration"
+        assert cache.build_cache_dir("verilog") == root / "verilog"
         assert not (cwd / "build").exists()
     assert sorted(p.name for p in root.iterdir()) == sorted([*cache.KINDS, cache.TAG_NAME])
     assert (root / cache.TAG_NAME).read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")

@@ -26,6 +26,7 @@ from ndpdimm.cosim.model.perf import (
     UncalibratedWarning,
     calibration_path,
     config_key,
+    gemv_shape,
     load_calibration,
 )
 from ndpdimm.hw.activation.unit import BINARY_OPS, REDUCTION_OPS
@@ -171,6 +172,87 @@ def test_gemv_at_256_units_is_bounded_by_the_dram():
     assert m.descriptor_cycles(f16, Status.OK) >= 16 * 512 * 16 * 11
 
 
+def _scenario_model():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncalibratedWarning)
+        return PerfModel.for_config(SCENARIO_CORE)
+
+
+def test_gather_spread_from_the_index_list():
+    """A row gather's spread is 1 for consecutive rows (they alternate bank groups and ranks
+    like a dense stream), ranks x tCCD_L / tBL when every selected row lands in one bank
+    group of one rank (indices 0, 8, 16, ...), and 1 without an index list or for a column
+    gather. The last group is judged on its own."""
+    m = _scenario_model()
+    t = m.timing
+    rows = 4096
+
+    def spread(op, indices, n_idx=None):
+        f = gemv(op=op, rows=rows, cols=512, n_idx=len(indices) if n_idx is None else n_idx)
+        if indices is not None:
+            f["indices"] = indices
+        return m.gather_spread(f, gemv_shape(f, 256))
+
+    assert spread(GemvOp.ROW_GATHER, list(range(512))) == (1.0, 1.0)
+    worst = m.org.ranks * t.tCCD_L / max(t.tBL, t.tCCD_S)
+    assert spread(GemvOp.ROW_GATHER, list(range(0, rows, 8))) == (worst, worst)
+    assert spread(GemvOp.ROW_GATHER, None, 300) == (1.0, 1.0)
+    assert spread(GemvOp.COL_GATHER, list(range(0, rows, 8))) == (1.0, 1.0)
+    # 256 consecutive rows, then 44 in one bank group: only the last group is uneven
+    full, last = spread(GemvOp.ROW_GATHER, list(range(256)) + list(range(1024, 1024 + 44 * 8, 8)))
+    assert full == 1.0 and last == worst
+
+
+def test_row_gather_time_follows_where_its_rows_fall():
+    """At 256 units (DRAM-bound) a gather of rows that share one bank group takes longer
+    than one of consecutive rows, and a random list falls in between; a column gather
+    ignores the list. At batch 16 the engine, not the DRAM, sets the pace: a random list's
+    spread (about 1.25) costs under 1 % there, while all rows in one bank group (8x) still
+    make the DRAM the bottleneck."""
+    import random
+    m = _scenario_model()
+    rng = random.Random(7)
+    lists = {"consecutive": list(range(512)), "random": sorted(rng.sample(range(4096), 512)),
+             "one bank group": list(range(0, 4096, 8))}
+
+    def cycles(op=GemvOp.ROW_GATHER, batch=1, **kw):
+        f = gemv(op=op, rows=4096, cols=1024, n_idx=512, batch=batch)
+        f.update(kw)
+        return m.descriptor_cycles(f, Status.OK)
+
+    c = {k: cycles(indices=v) for k, v in lists.items()}
+    assert c["consecutive"] == cycles()
+    assert c["consecutive"] < c["random"] < c["one bank group"]
+    assert cycles(GemvOp.COL_GATHER, indices=lists["one bank group"]) == cycles(GemvOp.COL_GATHER)
+    b16 = {k: cycles(batch=16, indices=v) for k, v in lists.items()}
+    assert b16["consecutive"] <= b16["random"] < 1.01 * b16["consecutive"]
+    assert b16["one bank group"] > 1.5 * b16["consecutive"]
+
+
+def test_model_backend_times_a_row_gather_with_its_index_list():
+    """The model backend reads a gather's index list from the SRAM and hands it to the model:
+    through the driver, a gather of rows in one bank group takes the model's cycles for that
+    list, more than a gather of as many consecutive rows."""
+    import torch
+
+    from ndpdimm.cosim.model.backend import ModelBackend
+    from ndpdimm.sw.driver.dimm import Dimm
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncalibratedWarning)
+        dimm = Dimm(ModelBackend(SCENARIO_CORE, functional=False), timeline=True)
+    with dimm:
+        wb = dimm.store_weights(torch.zeros(2048, 512, dtype=torch.float16))
+        x = torch.zeros(512, dtype=torch.float16)
+        got = {}
+        for name, idx in (("consecutive", list(range(256))),
+                          ("one bank group", list(range(0, 2048, 8)))):
+            dimm.gemv(wb, x, idx=torch.tensor(idx), fetch=False)
+            gemvs = [c for _, c in dimm.last_run.descriptors if c.opcode == Opcode.GEMV]
+            assert len(gemvs) == 1 and gemvs[0].ok
+            got[name] = gemvs[0].cycles
+        assert got["one bank group"] > 1.3 * got["consecutive"]
+
+
 def test_activation_ops(model):
     cyc = lambda f: model.descriptor_cycles(f, Status.OK)
     for n in (64, 1024, 8192):
@@ -181,6 +263,22 @@ def test_activation_ops(model):
         assert cyc(act(n=n, in_fmt=2, out_fmt=2)) > relu   # FP32: two SRAM words per beat
     sizes = [cyc(act(n=n)) for n in (16, 256, 4096, 65536)]
     assert sizes == sorted(sizes)
+
+
+def test_activation_time_counts_sram_words_at_256_lanes():
+    """At 256 lanes a pass moves the SRAM words its elements fill, one a cycle per port: the
+    RTL's ReLU FP16 takes 20 / 50 / 98 / 290 cycles for n = 16 / 256 / 1024 / 4096 (the
+    256-lane calibration's points), i.e. +30 from one word each way to a full 16-word beat,
+    then +16 per further beat; the model's steps are exactly these, whatever its fitted
+    constants."""
+    m = _scenario_model()
+    cyc = {n: m.descriptor_cycles(act(n=n), Status.OK) for n in (16, 256, 1024, 4096)}
+    assert cyc[256] - cyc[16] == 30
+    assert cyc[1024] - cyc[256] == 48
+    assert cyc[4096] - cyc[1024] == 192
+    # FP16 in, FP32 out: the writes (two words per read word) set the pace
+    wide = m.descriptor_cycles(act(n=4096, out_fmt=2), Status.OK)
+    assert wide - cyc[4096] == 256
 
 
 def test_dma_scales_with_bytes(model):
@@ -403,7 +501,7 @@ def test_current_model_reproduces_the_committed_predictions(config):
     m = PerfModel.for_config(config)
     assert m.calibrated and m.params == params
     for p in record["points"]:
-        got = m.descriptor_cycles(p["fields"], Status[p["status"]], p["start_cycle"])
+        got = m.descriptor_cycles(calibrate.model_fields(p), Status[p["status"]], p["start_cycle"])
         assert got == p["model_cycles"], p["name"]
     # the multi-call sequences (host traffic, refresh debt), replayed on the model backend
     assert record["sequences"], "the calibration has no host-traffic / refresh-debt sequences"

@@ -119,3 +119,26 @@ def test_waves_are_recorded(tmp_path):
     result.check()
     dumps = list(result.run_dir.glob("dump.*"))
     assert dumps and dumps[0].stat().st_size > 0
+
+
+def test_elaboration_is_kept_on_disk_by_source_and_arguments(tmp_path, monkeypatch):
+    """The Verilog of an elaboration is stored under ``<cache>/verilog``; a fresh process
+    (empty memo) reads it back without elaborating, other arguments elaborate anew, and a
+    changed RTL source (another ``source_digest``) misses the stored text."""
+    monkeypatch.setenv("NDPDIMM_CACHE", str(tmp_path))
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+    first = rtl_build.elaborate(TOP, FACTORY, {"width": 6})
+    stored = list((tmp_path / "verilog").glob(f"{TOP}-*.v"))
+    assert len(stored) == 1 and stored[0].read_text() == first
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+
+    def no_child(*a, **k):
+        raise AssertionError("elaborated again although the text was stored")
+    monkeypatch.setattr(rtl_build.subprocess, "run", no_child)
+    assert rtl_build.elaborate(TOP, FACTORY, {"width": 6}) == first
+    with pytest.raises(AssertionError, match="elaborated again"):
+        rtl_build.elaborate(TOP, FACTORY, {"width": 7})
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+    monkeypatch.setattr(rtl_build, "source_digest", lambda: "another RTL")
+    with pytest.raises(AssertionError, match="elaborated again"):
+        rtl_build.elaborate(TOP, FACTORY, {"width": 6})
