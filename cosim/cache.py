@@ -14,7 +14,8 @@ folder reuses the Verilator builds of every other one. One sub-folder per kind (
 - ``synth``: Yosys runs and elaborated netlists (``synth/flow.py``, ``synth/blocks.py``);
 - ``calibration``: the raw RTL runs of ``ndpdimm calibrate`` (``--refit`` reads them);
 - ``verilog``: elaborated Verilog (``cosim/rtl/build.py``: ``elaborate``), keyed by the
-  elaboration's arguments and a hash of the ``hw/`` and ``cosim/rtl/`` sources.
+  elaboration's arguments and a hash of the ``hw/`` sources and DRAM configurations and
+  the ``cosim/rtl/`` sources.
 
 Sharing is safe: every build directory is named by a hash of what decides it and is made
 under a per-hash file lock (``fcntl.flock``) in the same folder, so processes in different

