@@ -316,6 +316,14 @@ def measure_model(config: CoreConfig, scale: int, rtl_records, repeats: int = MO
             "max_abs_error": max(rel) if rel else None}
 
 
+def _command(otherwise: str) -> str:
+    """The command line that ran this benchmark: the ``ndpdimm`` one as typed, else
+    ``otherwise`` (a call from Python, which has no command line of its own)."""
+    if Path(sys.argv[0]).name == "ndpdimm":
+        return " ".join(["ndpdimm"] + sys.argv[1:])
+    return otherwise
+
+
 def _repo_relative(path):
     """A calibration file's path relative to the checkout (the JSON is committed)."""
     if path is None:
@@ -329,8 +337,7 @@ def _repo_relative(path):
 def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=None,
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
-    command = (" ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else
-               " ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
+    command = _command(" ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
     report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
                           "columns), row gather 25 % batch 1, column gather 25 % (256 outputs), "
@@ -428,8 +435,8 @@ def rerun_model(out, scale: int = 4) -> dict:
         raise ValueError(f"{out}: no cosim bench results to rerun the model against "
                          "(run `ndpdimm bench --suite cosim` first)")
     report = json.loads(out.read_text())
-    command = " ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else \
-        f"python -c 'from ndpdimm.bench.speed import rerun_model; rerun_model({str(out)!r})'"
+    command = _command(f"python -c 'from ndpdimm.bench.speed import rerun_model; "
+                       f"rerun_model({str(out)!r})'")
     for entry in report["configs"]:
         config = CoreConfig(**entry["config"])
         harness = entry["harness"]
@@ -446,8 +453,8 @@ def rerun_model(out, scale: int = 4) -> dict:
 def run_fuzz_bench(count: int = 100_000, seed: int = 1, out=None) -> dict:
     """Measure the fuzzer and record it as the ``fuzz`` section of the cosim JSON ``out``
     (the rest of that file is kept: it has its own provenance, this section has its own)."""
-    command = " ".join(["ndpdimm"] + sys.argv[1:]) if Path(sys.argv[0]).name == "ndpdimm" else \
-        f"python -c 'from ndpdimm.bench.speed import run_fuzz_bench; run_fuzz_bench({count}, {seed})'"
+    command = _command(f"python -c 'from ndpdimm.bench.speed import run_fuzz_bench; "
+                       f"run_fuzz_bench({count}, {seed})'")
     section = {**bench_header("fuzz", command), **measure_fuzz(count, seed)}
     if out:
         out = Path(out)

@@ -371,8 +371,7 @@ class PerfModel:
         self._pairs = min(_PAIRS, org.ranks * org.bank_groups)
         self._banks = org.banks_per_group
         self._block = org.ranks * org.bank_groups * org.bursts_per_row
-        slices = AddressMap(org).field_slices()
-        self._rank_bits, self._group_bits = slices["rank"], slices["bank_group"]
+        self._address_map = AddressMap(org)
         # per dtype: multiplier digits, reducer lanes, slot cycles
         self._slot = {d: (serial_digits(d, config.radix_bits), d.info.lanes,
                           slot_cycles(d, config.radix_bits)) for d in Dtype}
@@ -807,14 +806,13 @@ class PerfModel:
         ranks, groups_per_rank = org.ranks, org.bank_groups
         group = np.arange(len(idx)) // g.per_group
         n_groups = int(group[-1]) + 1
-        (r_lsb, r_w), (g_lsb, g_w) = self._rank_bits, self._group_bits
+        amap = self._address_map
         base = fields["w_base"] // _BURST
         bus = max(t.tBL, t.tCCD_S)
         counts = np.zeros(n_groups * ranks * groups_per_rank)
         for j in range(min(g.bpr, 8)):
             addr = (base + j * fields["n_rows"] + idx) * _BURST
-            cls = ((addr >> r_lsb) & ((1 << r_w) - 1)) * groups_per_rank + \
-                ((addr >> g_lsb) & ((1 << g_w) - 1))
+            cls = amap.field("rank", addr) * groups_per_rank + amap.field("bank_group", addr)
             counts += np.bincount(group * (ranks * groups_per_rank) + cls,
                                   minlength=n_groups * ranks * groups_per_rank)
         counts = counts.reshape(n_groups, ranks, groups_per_rank)

@@ -126,6 +126,17 @@ class AddressMap:
         """``{field: (lsb, width)}`` of every field in a DIMM-local address."""
         return dict(self._slices)
 
+    def field(self, name: str, addr):
+        """Field ``name`` of the byte address(es) ``addr``: an int, or an integer array (numpy)
+        for many addresses at once, unchecked (the bank field with its row rotation)."""
+        if name not in self._slices:
+            raise ValueError(f"unknown address field {name!r}; fields are {', '.join(FIELDS)}")
+        lsb, width = self._slices[name]
+        value = (addr >> lsb) & ((1 << width) - 1)
+        if name == "bank" and self._bank_mask:
+            return (value + self.field("row", addr)) & self._bank_mask
+        return value
+
     def _check_addr(self, addr) -> int:
         if not isinstance(addr, int) or isinstance(addr, bool):
             raise ValueError(f"DRAM address must be an int, got {addr!r}")

@@ -122,6 +122,23 @@ def test_address_map_round_trip(scheme):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("rotate", [False, True])
+def test_address_map_field_of_many_addresses_matches_decode(scheme, rotate):
+    """``field`` on an array of addresses gives what ``decode`` gives one at a time (the bank
+    with its row rotation); an unknown field name is refused."""
+    m = AddressMap(ORG, scheme, bank_rotate=rotate)
+    g = random.Random(f"{scheme}{rotate}")
+    addrs = [g.randrange(ORG.capacity_bytes) for _ in range(2000)]
+    arr = np.array(addrs, dtype=np.int64)
+    for name in DramCoord._fields:
+        want = [getattr(m.decode(a), name) for a in addrs]
+        assert m.field(name, arr).tolist() == want, name
+        assert m.field(name, addrs[0]) == want[0], name
+    with pytest.raises(ValueError, match="unknown address field 'lane'"):
+        m.field("lane", 0)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_address_map_is_a_bijection_on_a_small_organisation(scheme):
     org = DramOrganization(ranks=2, bank_groups=2, banks_per_group=2, row_bytes=256,
                            burst_bytes=64, rows_per_bank=4)
