@@ -70,6 +70,7 @@ from ndpdimm.hw.formats import (
 )
 from ndpdimm.hw.gemv.lane_reducer import check_max_batch
 from ndpdimm.hw.gemv.multiplier import check_radix_bits, max_serial_digits
+from ndpdimm.hw.gemv.sequencer import LaneSequencer
 from ndpdimm.hw.gemv.unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
 from ndpdimm.hw.hierarchy import shared_instance
 
@@ -155,7 +156,6 @@ class GemvEngine(wiring.Component):
         sl_b = Signal.like(nx_b)                      # slot in the multipliers
         sl_first = Signal()
         sl_last = Signal()
-        act_reg = Signal(WORD_BITS)
 
         # ---- reduce stage and drain state -------------------------------------------
         a_busy = Signal()
@@ -176,34 +176,39 @@ class GemvEngine(wiring.Component):
         a_accept = ~draining & ~drain_pending & (~a_busy | (a_at_last & ~a_slot_last))
         m.d.comb += transfer.eq((m_state == M_DONE) & a_accept)
         m_free = (m_state == M_IDLE) | transfer
+        m.submodules.sequencer = seq = LaneSequencer(self.radix_bits)
         start_slot = Signal()
-        m.d.comb += start_slot.eq(active & nx_has & m_free & self.acts.valid &
+        m.d.comb += start_slot.eq(active & nx_has & m_free & seq.start_ok & self.acts.valid &
                                   ((nx_b != 0) | self.weights.valid))
-        load_weight = start_slot & (nx_b == 0)
         m.d.comb += [
             self.acts.ready.eq(start_slot),
-            self.weights.ready.eq(load_weight),
+            self.weights.ready.eq(seq.weights_ready),
         ]
 
         # AXPY broadcasts activation element 0 to every lane
         a_in = self.acts.payload
         act_in = Mux(is_axpy, Mux(is_int8, Cat(*([a_in[:8]] * 16)), Cat(*([a_in[:16]] * 8))), a_in)
-        act_cur = Mux(start_slot, act_in, act_reg)
-
+        m.d.comb += [
+            seq.dtype.eq(cfg.dtype),
+            seq.start.eq(start_slot),
+            seq.load_weight.eq(nx_b == 0),
+            seq.act.eq(act_in),
+            seq.transfer.eq(transfer),
+            seq.lane.eq(a_lane),
+        ]
+        shared = ["wload", "first", "run", "hi_byte", "a_top"] + (["a_rest"] if self.radix_bits > 1 else [])
         for u in range(U):
             m.d.comb += [
                 units[u].dtype.eq(cfg.dtype),
                 units[u].axpy.eq(is_axpy),
                 units[u].weight_in.eq(self.weights.payload[u]),
-                units[u].load_weight.eq(load_weight),
-                units[u].act.eq(act_cur),
-                units[u].run.eq(start_slot | (m_state == M_RUN)),
-                units[u].first.eq(start_slot),
+                units[u].pre_lane.eq(seq.pre_lane),
+                units[u].act_lane.eq(seq.red_a),
             ]
+            m.d.comb += [getattr(units[u], name).eq(getattr(seq, name)) for name in shared]
 
         with m.If(start_slot):
             m.d.sync += [
-                act_reg.eq(act_in),
                 sl_b.eq(nx_b),
                 sl_first.eq(nx_step == 0),
                 sl_last.eq((nx_step == last_step) & (nx_b == cfg.batch_minus_one)),
@@ -253,8 +258,6 @@ class GemvEngine(wiring.Component):
 
         for u in range(U):
             m.d.comb += [
-                units[u].load.eq(transfer),
-                units[u].act_word.eq(act_reg),
                 units[u].add.eq(a_busy),
                 units[u].lane.eq(a_lane),
                 units[u].clear.eq(a_clear),
@@ -341,7 +344,8 @@ class GemvEngine(wiring.Component):
         if not self.hierarchical:
             m.submodules[f"unit{u}"] = unit = GemvUnit(self.radix_bits, self.max_batch)
             return unit
-        return shared_instance(m, f"unit{u}", GEMV_UNIT_MODULE, gemv_unit_signature(self.max_batch))
+        return shared_instance(m, f"unit{u}", GEMV_UNIT_MODULE,
+                               gemv_unit_signature(self.max_batch, self.radix_bits))
 
 
 def engine_verilog(name="gemv_engine", **params) -> str:
