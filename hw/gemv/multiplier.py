@@ -111,6 +111,18 @@ def product_shift(dtype: Dtype, radix_bits: int) -> int:
     return _lo_bits(radix_bits) - radix_bits * frac_steps(dtype, radix_bits)
 
 
+def _by_dtype(is_dtype: dict, wanted: dict, default):
+    """A mux over the dtypes that want distinct values (dtypes absent from ``wanted``: any)."""
+    values = list(wanted.items())
+    if not values:
+        return default
+    result = values[-1][1]
+    for d, v in reversed(values[:-1]):
+        if v is not result:
+            result = Mux(is_dtype[d], v, result)
+    return result
+
+
 def multiplier_signature(radix_bits: int) -> dict:
     """Ports of the unit (the GEMV unit forwards them)."""
     operands = data.ArrayLayout(signed(OPERAND_BITS), FP_LANES)
@@ -150,7 +162,6 @@ class BitSerialMultiplierUnit(wiring.Component):
         lo_bits = _lo_bits(r)
         sum_bits = _HI_BITS + r
         is_int8 = self.dtype == Dtype.INT8
-        is_bf16 = self.dtype == Dtype.BF16
 
         weight_reg = Signal(WORD_BITS)
         for lane in range(FP_LANES):
@@ -158,14 +169,25 @@ class BitSerialMultiplierUnit(wiring.Component):
                 m.d.sync += weight_reg.word_select(lane, 16).eq(self.weight_in.word_select(lane, 16))
         m.d.comb += self.weight_word.eq(weight_reg)
 
-        fp16_mask = (1 << Dtype.FP16.info.frac_bits) - 1
-        bf16_mask = (1 << Dtype.BF16.info.frac_bits) - 1
+        # lo's load value: each dtype's walk bits; bits a walk consumes past its width must be 0
+        # (FP) or the sign (INT8; radix not dividing 8), bits it never reaches are free (they
+        # end below the product, ``product_shift``) and take whatever costs no logic. The sign
+        # digit's negative weight is the sequencer's (it sends -a for it).
+        is_dtype = {d: self.dtype == d for d in Dtype}
         for j in range(FP_LANES):
             w = weight_reg.word_select(j, 16)
-            byte = Mux(self.hi_byte[j], w[8:], w[:8]).as_signed()
-            frac = w & Mux(is_bf16, bf16_mask, fp16_mask)
+            byte = Mux(self.hi_byte[j], w[8:], w[:8])      # hi_byte: INT8 second pass only
             start_lo = Signal(lo_bits, name=f"dp{j}_load")
-            m.d.comb += start_lo.eq(Mux(is_int8, byte, frac))   # INT8 sign-extended
+            for i in range(lo_bits):
+                low = byte[i] if i < 8 else (w[i] if i < 16 else Const(0, 1))
+                wanted = {}
+                for d in Dtype:
+                    width, consumed = _walk_bits(d), r * frac_steps(d, r)
+                    if i < width:
+                        wanted[d] = low
+                    elif i < consumed:
+                        wanted[d] = byte[7] if d == Dtype.INT8 else Const(0, 1)
+                m.d.comb += start_lo[i].eq(_by_dtype(is_dtype, wanted, low))
             reg = Signal(register_bits(r), name=f"dp{j}")
             lo = Mux(self.first[j], start_lo, reg[:lo_bits])
             hi = Mux(self.first[j], 0, reg[lo_bits:])
