@@ -43,6 +43,19 @@ and batch 1 that is 372 (FP16) / 512 (BF16) / 256 (INT8) B/cycle, above the
 102.4 B/cycle a DIMM's four ranks deliver at 1 GHz. So a GEMV is DRAM-bound
 below batch 4 (FP16), 5 (BF16) or 3 (INT8) and compute-bound from there on.
 
+The units keep only their weight word and datapath registers; the shared part
+of the multiply (activation words, operand decode, step counting) is one
+``LaneSequencer`` (``hw/gemv/sequencer.py``) whose control is broadcast. It
+skews the units' eight datapaths by one cycle each so that the reducer reads
+every product straight from its datapath; for that a new weight beat is
+loaded lane by lane and acknowledged (``weights.ready``) 7 cycles after its
+slot started (the stream holds it until then), slots start at least 8 cycles
+apart, and an INT8 slot starts no earlier than 8 cycles after the previous
+slot's products moved to the reducer (its second pass, lanes ``2j+1``, runs
+then). The reduce stage needs ``L >= 8`` cycles per slot, so none of this
+delays a transfer: results and completion come in the same cycles as with
+units that start every slot at once.
+
 Per output group, after its last slot, the accumulators are drained: one
 cycle to address the RAMs, then one result beat per cycle (DOT: 8 rows of one
 batch element; AXPY: one unit's 8 elements, INT8 two beats per unit), with
