@@ -12,7 +12,9 @@ import pytest
 from ndpdimm.cosim.amaranth_sim.gemv_unit import run_unit
 from ndpdimm.cosim.gemv.lane_products import datapath_products, random_word
 from ndpdimm.hw.formats import Dtype
+from ndpdimm.hw.gemv.lane_reducer import LaneReducer
 from ndpdimm.hw.gemv.multiplier import BitSerialMultiplierUnit, product_shift, register_bits
+from ndpdimm.hw.gemv.sequencer import LaneSequencer
 
 
 def held_values(reads, dtype, radix_bits):
@@ -81,8 +83,10 @@ def test_checker_detects_wrong_product():
     assert held_values(reads, Dtype.FP16, 1)[0] != wrong
 
 
-def test_bad_radix():
-    with pytest.raises(ValueError, match="radix_bits"):
-        BitSerialMultiplierUnit(radix_bits=0)
-    with pytest.raises(ValueError, match="radix_bits"):
-        BitSerialMultiplierUnit(radix_bits=12)
+@pytest.mark.parametrize("block", [BitSerialMultiplierUnit, LaneSequencer,
+                                   lambda radix_bits: LaneReducer(4, radix_bits)])
+def test_bad_radix(block):
+    with pytest.raises(ValueError, match="radix_bits must be an integer in 1..11, got 0"):
+        block(radix_bits=0)
+    with pytest.raises(ValueError, match="radix_bits .* got 12"):
+        block(radix_bits=12)
