@@ -39,7 +39,7 @@ class UnitBench(wiring.Component):
         super().__init__({
             "dtype": In(2), "axpy": In(1), "start": In(1), "load_weight": In(1),
             "weight_in": In(WORD_BITS), "act": In(WORD_BITS), "transfer": In(1),
-            "add": In(1), "lane": In(range(16)), "clear": In(1), "last": In(1),
+            "add": In(1), "lane": In(range(16)), "clear": In(1),
             "row": In(range(max(max_batch, 2))), "read_row": In(range(max(max_batch, 2))),
             "start_ok": Out(1), "weights_ready": Out(1),
             "products": Out(self._mul.products.shape()),
@@ -55,7 +55,7 @@ class UnitBench(wiring.Component):
         for name in multiplier_signature(self.radix_bits):
             if name not in ("dtype", "weight_in"):
                 m.d.comb += getattr(mul, name).eq(getattr(seq, name))
-        for name in ("add", "lane", "clear", "last", "row", "read_row", "dtype", "axpy"):
+        for name in ("add", "lane", "clear", "row", "read_row", "dtype", "axpy"):
             m.d.comb += getattr(red, name).eq(getattr(self, name))
         m.d.comb += [
             mul.dtype.eq(self.dtype), mul.weight_in.eq(self.weight_in),
@@ -135,12 +135,9 @@ def run_unit(dtype: Dtype, axpy: bool, slots: list, radix_bits: int = 1, max_bat
                 reads[slot][lane] = ctx.get(dut.products[lane % 8])
                 ctx.set(dut.lane, lane)
                 ctx.set(dut.clear, clear)
-                ctx.set(dut.last, lane == lanes - 1)
                 ctx.set(dut.row, row)
                 ctx.set(dut.read_row, row)
             ctx.set(dut.add, reducing is not None)
-            if reducing is None:
-                ctx.set(dut.last, 0)
             r = by_transfer.get(cycle)
             ctx.set(dut.transfer, r is not None)
             if r is not None:

@@ -274,7 +274,6 @@ class GemvEngine(wiring.Component):
                 units[u].add.eq(a_busy),
                 units[u].lane.eq(a_lane),
                 units[u].clear.eq(a_clear),
-                units[u].last.eq(a_at_last),
                 units[u].row.eq(a_b),
                 units[u].read_row.eq(Mux(transfer, sl_b, Mux(draining, d_read_row, a_b))),
             ]

@@ -36,9 +36,10 @@ the adder area; INT8 (16 lanes) is then adder-bound at 16 cycles per word.
 Accumulators live in a small RAM per unit, one row per batch element (row =
 16 x 32 bits, lane-granular writes), read through a transparent synchronous
 port. Cycle behaviour: the row is addressed (``read_row``) in the transfer
-cycle; lanes are added in the following L cycles; DOT keeps its running sum
-in a 32-bit register and writes lane 0 in the last lane cycle, AXPY writes
-lane l in lane l's cycle. ``clear`` starts the sums from +0.0 / 0 instead of
+cycle; lanes are added in the following L cycles, each writing its sum back
+(DOT: accumulator 0 in every lane cycle, read back through the transparent
+port in the next, so the running sum needs no register of its own; AXPY:
+accumulator l in lane l's cycle). ``clear`` starts the sums from +0.0 / 0 instead of
 the RAM (first word of a new output group), so no clearing pass is needed.
 The RAM's read port is shared with the engine's result drain (``acc_row``).
 """
@@ -78,7 +79,6 @@ def lane_walk_members(max_batch: int) -> dict:
         "pre_lane": In(range(FP_LANES)),
         "act_lane": In(16),
         "clear": In(1),
-        "last": In(1),
         "row": In(row),
         # accumulator RAM read port (slot prefetch and result drain)
         "read_row": In(row),
@@ -153,13 +153,11 @@ class LaneReducer(wiring.Component):
         # k is INT8 lane 2*(k mod 8) + k // 8 (datapath k mod 8, pass k // 8)
         data_lane = Mux(is_int8, Cat(self.lane[3], self.lane[:3]), self.lane)
         acc_lane = Mux(self.axpy, data_lane, 0)
-        running = Signal(ACC_BITS)                    # DOT running sum
         # lane selections are case muxes (Array), not variable shifts of the whole row: the
         # same logic, but Verilator evaluates a shift of a 512-bit row word by word
         ram_lanes = Array(read.data.word_select(i, ACC_BITS) for i in range(ACC_LANES))
-        from_ram = Mux(self.clear, 0, ram_lanes[acc_lane])
-        fresh = self.axpy | (self.lane == 0)
-        current = Mux(fresh, from_ram, running)
+        # DOT's running sum is accumulator 0 itself (written every lane, read back next cycle)
+        current = Mux(self.clear & (self.axpy | (self.lane == 0)), 0, ram_lanes[acc_lane])
 
         m.submodules.to_fp32 = to_fp32 = ProductToFp32()
         m.submodules.adder = adder = Fp32Adder()
@@ -175,10 +173,8 @@ class LaneReducer(wiring.Component):
         m.d.comb += int_sum.eq(current + int_product)
         result = Mux(is_int8, int_sum, adder.sum)
 
-        with m.If(self.add):
-            m.d.sync += running.eq(result)
         lane_enable = Signal(ACC_LANES)
-        m.d.comb += lane_enable.eq(Mux(self.axpy, 1 << data_lane, Mux(self.last, 1, 0)))
+        m.d.comb += lane_enable.eq(Mux(self.axpy, 1 << data_lane, 1))
         m.d.comb += [
             write.addr.eq(self.row),
             write.data.eq(Cat(*([result] * ACC_LANES))),
