@@ -54,7 +54,9 @@ apart, and an INT8 slot starts no earlier than 8 cycles after the previous
 slot's products moved to the reducer (its second pass, lanes ``2j+1``, runs
 then). The reduce stage needs ``L >= 8`` cycles per slot, so none of this
 delays a transfer: results and completion come in the same cycles as with
-units that start every slot at once.
+units that start every slot at once. The weight stream's producer holds each
+beat 7 cycles longer, though: a DRAM-fed engine with a shallow weight ring
+streams somewhat slower (``docs/synth.md``).
 
 Per output group, after its last slot, the accumulators are drained: one
 cycle to address the RAMs, then one result beat per cycle (DOT: 8 rows of one
