@@ -188,7 +188,7 @@ class NdpCore(wiring.Component):
             wiring.connect(m, block.sram, sram.ports[port])
         wiring.connect(m, self.act.rd, sram.ports[ACT_READ_PORT])
         wiring.connect(m, self.act.wr, sram.ports[ACT_WRITE_PORT])
-        connect_consumer(m, st, e.weights, e.weight_started)
+        connect_consumer(m, st, e.weights, e.weight_committed)
         wiring.connect(m, fd.acts, e.acts)
         wiring.connect(m, e.results, wr.results)
 

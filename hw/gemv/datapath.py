@@ -106,7 +106,7 @@ class GemvDatapath(wiring.Component):
         wiring.connect(m, st.sram, sram.ports[0])
         wiring.connect(m, dma.sram, sram.ports[1])
         wiring.connect(m, wiring.flipped(self.sram), sram.ports[2])
-        connect_consumer(m, st, e.weights, e.weight_started)
+        connect_consumer(m, st, e.weights, e.weight_committed)
 
         forward_stream(m, self.host.req[0], ms.host.req[0])
         for r in range(self.org.ranks):

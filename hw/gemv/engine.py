@@ -55,11 +55,14 @@ slot's products moved to the reducer (its second pass, lanes ``2j+1``, runs
 then). The reduce stage needs ``L >= 8`` cycles per slot, so none of this
 delays a transfer: results and completion come in the same cycles as with
 units that start every slot at once. The weight stream's producer holds each
-beat 7 cycles longer, though; ``weight_started`` pulses in the cycle a slot
-starts on a new beat (the cycle an engine without the skew would have taken
-it), so that a producer can reuse the beat's buffer for data that cannot
-arrive within those 7 cycles (the weight streamer's ``release``). With it a
-DRAM-fed engine streams exactly as fast as before the skew.
+beat longer, though. ``weight_committed`` is high while the slot on the head
+beat could start but for the skew's start spacing: its first cycle is the one
+in which an engine whose units start every slot at once would have taken the
+beat. The beat is then taken at most 15 cycles later (up to 8 of INT8 start
+spacing, then 7 of lane loads), so a producer can reuse the beat's buffer for
+data that cannot arrive within that time (the weight streamer's ``release``).
+With it a DRAM-fed engine requests its weights in the same cycles as before
+the skew.
 
 Per output group, after its last slot, the accumulators are drained: one
 cycle to address the RAMs, then one result beat per cycle (DOT: 8 rows of one
@@ -133,7 +136,7 @@ class GemvEngine(wiring.Component):
             "weights": In(stream.Signature(weights_beat_layout(n_units))),
             "acts": In(stream.Signature(WORD_BITS)),
             "results": Out(stream.Signature(self.result_layout)),
-            "weight_started": Out(1),
+            "weight_committed": Out(1),
             "busy": Out(1),
             "done": Out(1),
             "error": Out(1),
@@ -202,7 +205,10 @@ class GemvEngine(wiring.Component):
         m.d.comb += [
             self.acts.ready.eq(start_slot),
             self.weights.ready.eq(seq.weights_ready),
-            self.weight_started.eq(start_slot & (nx_b == 0)),
+            # the cycle an engine without the lane skew (and its INT8 start spacing) would
+            # have started the slot: weight_committed may come up to 8 cycles before the start
+            self.weight_committed.eq(active & nx_has & m_free & self.acts.valid &
+                                   self.weights.valid & (nx_b == 0)),
         ]
 
         # AXPY broadcasts activation element 0 to every lane

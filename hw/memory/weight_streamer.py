@@ -76,16 +76,17 @@ Early release
 -------------
 A consumer that reads a beat over several cycles before acknowledging it (the
 GEMV engine loads its weight lanes one per cycle and takes the beat 7 cycles
-after the slot started, ``hw/gemv/sequencer.py``) pulses ``release`` in the
-cycle it starts on the head beat. The beat's slot then counts as free from
-the next cycle, as if the beat had been accepted, while the beat stays
-offered, unchanged, until it is accepted. A burst requested into the freed
-slot must not land before that: the memory's latency (request accepted to
-response) must be at least ``H - 2`` cycles for a hold of ``H`` cycles, 5 for
-the engine's 7 (a DRAM read takes tens: CL alone is 22 cycles at the
-defaults). ``release`` while the head beat is not offered, or a second time
-for the same beat, does nothing; a consumer that never pulses it frees each
-slot when it accepts the beat.
+after the slot started, ``hw/gemv/sequencer.py``) raises ``release`` when it
+has committed to the head beat. The beat's slot then counts as free from the
+next cycle, as if the beat had been accepted, while the beat stays offered,
+unchanged, until it is accepted. A burst requested into the freed slot must
+not land before that: if the consumer accepts the beat within ``H`` cycles
+of the release, the memory's latency (request accepted to response) must be
+at least ``H - 2`` cycles; the engine's ``H`` is at most 15, so 13 (a DRAM
+read takes tens: CL alone is 22 cycles at the defaults). ``release`` while
+the head beat is not offered, or again for a beat already released, does
+nothing; a consumer that never raises it frees each slot when it accepts the
+beat.
 
 Cycle behaviour
 ---------------
@@ -122,9 +123,9 @@ Cycle behaviour
   (a beat per 11 cycles): ``L <= 116``. Measured in the unit test (8 units,
   fixed latency 10, engine always ready): 32 beats -> 2.0 requests/cycle,
   16 beats -> 1.6.
-* With ``release`` pulsed in the cycle a beat starts, a slot is free in the
-  cycle after, exactly as with a consumer that accepts the beat then: the
-  requests are issued in the same cycles.
+* With ``release`` raised in the cycle a consumer takes the beat, a slot is
+  free in the cycle after, exactly as with a consumer that accepts the beat
+  then: the requests are issued in the same cycles.
 * A beat is offered in the cycle after its last word arrived; the status
   (``OK``) in the cycle after the last beat was accepted.
 
@@ -208,11 +209,11 @@ def streamer_status_layout() -> data.StructLayout:
     return data.StructLayout({"code": Status, "bursts": 32, "cycles": 32})
 
 
-def connect_consumer(m, streamer, weights, started):
+def connect_consumer(m, streamer, weights, committed):
     """Wire the streamer's beats to a consumer's ``weights`` stream and its ``release`` to the
-    consumer's one-cycle ``started`` pulse (the GEMV engine's ``weight_started``)."""
+    consumer's ``committed`` (the GEMV engine's ``weight_committed``)."""
     wiring.connect(m, streamer.beats, weights)
-    m.d.comb += streamer.release.eq(started)
+    m.d.comb += streamer.release.eq(committed)
 
 
 class WeightStreamer(wiring.Component):
