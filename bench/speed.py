@@ -334,9 +334,29 @@ def _repo_relative(path):
         return str(path)
 
 
+def previous_speeds(path) -> dict:
+    """``{n_units: {...}}``: the simulation speeds a cosim.json at ``path`` recorded per
+    configuration, with its commit and date (empty if there is no such file), so that a rerun
+    on a new RTL reports the old figures beside the new ones."""
+    path = Path(path) if path else None
+    if path is None or not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    out = {}
+    for entry in old.get("configs", []):
+        speeds = {name: entry[name]["cycles_per_second"] for name in ("harness", "bare", "cocotb")
+                  if name in entry}
+        out[entry["config"]["n_units"]] = {"git_commit": old.get("git_commit"),
+                                           "date": old.get("date"),
+                                           "config": entry["config"],
+                                           "cycles_per_second": speeds}
+    return out
+
+
 def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=None,
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
+    previous = previous_speeds(out)
     command = _command(" ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
     report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
@@ -383,6 +403,11 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
         print(f"[bench_cosim] {n} units: model", file=sys.stderr, flush=True)
         entry["model"] = measure_model(config, scale, harness["descriptors"])
         entry["model_vs_harness"] = entry["model"]["cycles_per_second"] / harness["cycles_per_second"]
+        prev = previous.get(n)
+        if prev is not None and prev["config"] == entry["config"]:
+            entry["previous_run"] = prev
+            entry["harness_vs_previous_run"] = (harness["cycles_per_second"] /
+                                                prev["cycles_per_second"]["harness"])
         report["configs"].append(entry)
         if out:
             _write(report, out)

@@ -83,7 +83,7 @@ from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
-from ndpdimm.hw.memory.weight_streamer import WeightStreamer
+from ndpdimm.hw.memory.weight_streamer import WeightStreamer, connect_consumer
 from ndpdimm.hw.registers import CSR_DATA_BITS, register
 
 __all__ = ["NdpCore", "ndp_core_from_config", "silenced_ndp_core", "ndp_core_verilog", "core_caps"]
@@ -188,7 +188,7 @@ class NdpCore(wiring.Component):
             wiring.connect(m, block.sram, sram.ports[port])
         wiring.connect(m, self.act.rd, sram.ports[ACT_READ_PORT])
         wiring.connect(m, self.act.wr, sram.ports[ACT_WRITE_PORT])
-        wiring.connect(m, st.beats, e.weights)
+        connect_consumer(m, st, e.weights, e.weight_committed)
         wiring.connect(m, fd.acts, e.acts)
         wiring.connect(m, e.results, wr.results)
 

@@ -40,7 +40,7 @@ from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
-from ndpdimm.hw.memory.weight_streamer import WeightStreamer
+from ndpdimm.hw.memory.weight_streamer import WeightStreamer, connect_consumer
 
 __all__ = ["GemvDatapath", "gemv_datapath_from_config", "gemv_datapath_verilog"]
 
@@ -106,7 +106,7 @@ class GemvDatapath(wiring.Component):
         wiring.connect(m, st.sram, sram.ports[0])
         wiring.connect(m, dma.sram, sram.ports[1])
         wiring.connect(m, wiring.flipped(self.sram), sram.ports[2])
-        wiring.connect(m, st.beats, e.weights)
+        connect_consumer(m, st, e.weights, e.weight_committed)
 
         forward_stream(m, self.host.req[0], ms.host.req[0])
         for r in range(self.org.ranks):

@@ -43,6 +43,27 @@ and batch 1 that is 372 (FP16) / 512 (BF16) / 256 (INT8) B/cycle, above the
 102.4 B/cycle a DIMM's four ranks deliver at 1 GHz. So a GEMV is DRAM-bound
 below batch 4 (FP16), 5 (BF16) or 3 (INT8) and compute-bound from there on.
 
+The units keep only their weight word and datapath registers; the shared part
+of the multiply (activation words, operand decode, step counting) is one
+``LaneSequencer`` (``hw/gemv/sequencer.py``) whose control is broadcast. It
+skews the units' eight datapaths by one cycle each so that the reducer reads
+every product straight from its datapath; for that a new weight beat is
+loaded lane by lane and acknowledged (``weights.ready``) 7 cycles after its
+slot started (the stream holds it until then), slots start at least 8 cycles
+apart, and an INT8 slot starts no earlier than 8 cycles after the previous
+slot's products moved to the reducer (its second pass, lanes ``2j+1``, runs
+then). The reduce stage needs ``L >= 8`` cycles per slot, so none of this
+delays a transfer: results and completion come in the same cycles as with
+units that start every slot at once. The weight stream's producer holds each
+beat longer, though. ``weight_committed`` is high while the slot on the head
+beat could start but for the skew's start spacing: its first cycle is the one
+in which an engine whose units start every slot at once would have taken the
+beat. The beat is then taken at most 15 cycles later (up to 8 of INT8 start
+spacing, then 7 of lane loads), so a producer can reuse the beat's buffer for
+data that cannot arrive within that time (the weight streamer's ``release``).
+With it a DRAM-fed engine requests its weights in the same cycles as before
+the skew.
+
 Per output group, after its last slot, the accumulators are drained: one
 cycle to address the RAMs, then one result beat per cycle (DOT: 8 rows of one
 batch element; AXPY: one unit's 8 elements, INT8 two beats per unit), with
@@ -70,6 +91,7 @@ from ndpdimm.hw.formats import (
 )
 from ndpdimm.hw.gemv.lane_reducer import check_max_batch
 from ndpdimm.hw.gemv.multiplier import check_radix_bits, max_serial_digits
+from ndpdimm.hw.gemv.sequencer import LaneSequencer
 from ndpdimm.hw.gemv.unit import GEMV_UNIT_MODULE, GemvUnit, gemv_unit_signature
 from ndpdimm.hw.hierarchy import shared_instance
 
@@ -114,6 +136,7 @@ class GemvEngine(wiring.Component):
             "weights": In(stream.Signature(weights_beat_layout(n_units))),
             "acts": In(stream.Signature(WORD_BITS)),
             "results": Out(stream.Signature(self.result_layout)),
+            "weight_committed": Out(1),
             "busy": Out(1),
             "done": Out(1),
             "error": Out(1),
@@ -155,7 +178,6 @@ class GemvEngine(wiring.Component):
         sl_b = Signal.like(nx_b)                      # slot in the multipliers
         sl_first = Signal()
         sl_last = Signal()
-        act_reg = Signal(WORD_BITS)
 
         # ---- reduce stage and drain state -------------------------------------------
         a_busy = Signal()
@@ -176,34 +198,43 @@ class GemvEngine(wiring.Component):
         a_accept = ~draining & ~drain_pending & (~a_busy | (a_at_last & ~a_slot_last))
         m.d.comb += transfer.eq((m_state == M_DONE) & a_accept)
         m_free = (m_state == M_IDLE) | transfer
+        m.submodules.sequencer = seq = LaneSequencer(self.radix_bits)
         start_slot = Signal()
-        m.d.comb += start_slot.eq(active & nx_has & m_free & self.acts.valid &
+        m.d.comb += start_slot.eq(active & nx_has & m_free & seq.start_ok & self.acts.valid &
                                   ((nx_b != 0) | self.weights.valid))
-        load_weight = start_slot & (nx_b == 0)
         m.d.comb += [
             self.acts.ready.eq(start_slot),
-            self.weights.ready.eq(load_weight),
+            self.weights.ready.eq(seq.weights_ready),
+            # the cycle an engine without the lane skew (and its INT8 start spacing) would
+            # have started the slot: weight_committed may come up to 8 cycles before the start
+            self.weight_committed.eq(active & nx_has & m_free & self.acts.valid &
+                                   self.weights.valid & (nx_b == 0)),
         ]
 
         # AXPY broadcasts activation element 0 to every lane
         a_in = self.acts.payload
         act_in = Mux(is_axpy, Mux(is_int8, Cat(*([a_in[:8]] * 16)), Cat(*([a_in[:16]] * 8))), a_in)
-        act_cur = Mux(start_slot, act_in, act_reg)
-
+        m.d.comb += [
+            seq.dtype.eq(cfg.dtype),
+            seq.start.eq(start_slot),
+            seq.load_weight.eq(nx_b == 0),
+            seq.act.eq(act_in),
+            seq.transfer.eq(transfer),
+            seq.lane.eq(a_lane),
+        ]
+        shared = ["wload", "first", "run", "hi_byte", "a_top"] + (["a_rest"] if self.radix_bits > 1 else [])
         for u in range(U):
             m.d.comb += [
                 units[u].dtype.eq(cfg.dtype),
                 units[u].axpy.eq(is_axpy),
                 units[u].weight_in.eq(self.weights.payload[u]),
-                units[u].load_weight.eq(load_weight),
-                units[u].act.eq(act_cur),
-                units[u].run.eq(start_slot | (m_state == M_RUN)),
-                units[u].first.eq(start_slot),
+                units[u].pre_lane.eq(seq.pre_lane),
+                units[u].act_lane.eq(seq.red_a),
             ]
+            m.d.comb += [getattr(units[u], name).eq(getattr(seq, name)) for name in shared]
 
         with m.If(start_slot):
             m.d.sync += [
-                act_reg.eq(act_in),
                 sl_b.eq(nx_b),
                 sl_first.eq(nx_step == 0),
                 sl_last.eq((nx_step == last_step) & (nx_b == cfg.batch_minus_one)),
@@ -253,12 +284,9 @@ class GemvEngine(wiring.Component):
 
         for u in range(U):
             m.d.comb += [
-                units[u].load.eq(transfer),
-                units[u].act_word.eq(act_reg),
                 units[u].add.eq(a_busy),
                 units[u].lane.eq(a_lane),
                 units[u].clear.eq(a_clear),
-                units[u].last.eq(a_at_last),
                 units[u].row.eq(a_b),
                 units[u].read_row.eq(Mux(transfer, sl_b, Mux(draining, d_read_row, a_b))),
             ]
@@ -341,7 +369,8 @@ class GemvEngine(wiring.Component):
         if not self.hierarchical:
             m.submodules[f"unit{u}"] = unit = GemvUnit(self.radix_bits, self.max_batch)
             return unit
-        return shared_instance(m, f"unit{u}", GEMV_UNIT_MODULE, gemv_unit_signature(self.max_batch))
+        return shared_instance(m, f"unit{u}", GEMV_UNIT_MODULE,
+                               gemv_unit_signature(self.max_batch, self.radix_bits))
 
 
 def engine_verilog(name="gemv_engine", **params) -> str:

@@ -6,19 +6,25 @@ Keeping the pair in one component lets builds and synthesis treat it as one
 module that is elaborated once and instantiated ``n_units`` times
 (``GemvEngine(hierarchical=True)``).
 
-Cycle behaviour: that of ``BitSerialMultiplierUnit`` (multiply stage,
-``serial_digits`` cycles per activation) feeding ``LaneReducer`` (one lane per
-cycle); ``load`` moves the finished lane products from the first to the second
-(see both modules).
+Cycle behaviour: that of ``BitSerialMultiplierUnit`` (multiply stage: the
+eight datapaths, skewed by the engine's ``LaneSequencer``) feeding
+``LaneReducer`` (one lane per cycle, read straight from the datapath
+registers); see the three modules. A unit holds only its weight word, its
+datapath registers, the reducer's running sum and prefetched weight lane,
+and its accumulator RAM: activation words, their decode and the step
+counting are the engine's, broadcast to every unit.
 """
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from ndpdimm.hw.formats import WORD_BITS
 from ndpdimm.hw.gemv.lane_reducer import LaneReducer, check_max_batch, lane_walk_members
-from ndpdimm.hw.gemv.multiplier import BitSerialMultiplierUnit, check_radix_bits
+from ndpdimm.hw.gemv.multiplier import (
+    BitSerialMultiplierUnit,
+    check_radix_bits,
+    multiplier_signature,
+)
 
 __all__ = ["GemvUnit", "GEMV_UNIT_MODULE", "gemv_unit_signature"]
 
@@ -26,21 +32,12 @@ __all__ = ["GemvUnit", "GEMV_UNIT_MODULE", "gemv_unit_signature"]
 GEMV_UNIT_MODULE = "gemv_unit"
 
 
-def gemv_unit_signature(max_batch: int) -> wiring.Signature:
+def gemv_unit_signature(max_batch: int, radix_bits: int = 1) -> wiring.Signature:
     """Ports of a GemvUnit (also used to instantiate it as a Verilog module)."""
     return wiring.Signature({
-        "dtype": In(2),
         "axpy": In(1),
-        # multiply stage
-        "weight_in": In(WORD_BITS),
-        "load_weight": In(1),
-        "act": In(WORD_BITS),
-        "run": In(1),
-        "first": In(1),
-        # reduce stage
-        "load": In(1),
-        "act_word": In(WORD_BITS),
-        **lane_walk_members(max_batch),
+        **multiplier_signature(radix_bits),        # multiply stage
+        **lane_walk_members(max_batch),            # reduce stage
     })
 
 
@@ -50,21 +47,22 @@ class GemvUnit(wiring.Component):
     def __init__(self, radix_bits: int = 1, max_batch: int = 16):
         self.radix_bits = check_radix_bits(radix_bits)
         self.max_batch = check_max_batch(max_batch)
-        super().__init__(gemv_unit_signature(self.max_batch))
+        super().__init__(gemv_unit_signature(self.max_batch, self.radix_bits))
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.multiplier = mul = BitSerialMultiplierUnit(self.radix_bits)
-        m.submodules.reducer = red = LaneReducer(self.max_batch)
-        for name in ("dtype", "weight_in", "load_weight", "act", "run", "first"):
+        m.submodules.reducer = red = LaneReducer(self.max_batch, self.radix_bits)
+        for name in multiplier_signature(self.radix_bits):
             m.d.comb += getattr(mul, name).eq(getattr(self, name))
-        for name in ("dtype", "axpy", "load", "act_word", "add", "lane", "clear", "last",
-                     "row", "read_row"):
-            m.d.comb += getattr(red, name).eq(getattr(self, name))
+        for name, member in lane_walk_members(self.max_batch).items():
+            if member.flow == In:
+                m.d.comb += getattr(red, name).eq(getattr(self, name))
         m.d.comb += [
+            red.dtype.eq(self.dtype),
+            red.axpy.eq(self.axpy),
             red.weight_word.eq(mul.weight_word),
-            red.fp_mant.eq(mul.fp_mant),
-            red.int_prod.eq(mul.int_prod),
+            red.products.eq(mul.products),
             self.acc_row.eq(red.acc_row),
         ]
         return m

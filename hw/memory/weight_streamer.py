@@ -72,6 +72,22 @@ its 4 words go to 4 units of one slot. The head beat is offered when every
 units whose burst lies inside the pitch); the other words are sent as zero.
 Accepting the beat clears its valid bits and frees its slot.
 
+Early release
+-------------
+A consumer that reads a beat over several cycles before acknowledging it (the
+GEMV engine loads its weight lanes one per cycle and takes the beat 7 cycles
+after the slot started, ``hw/gemv/sequencer.py``) raises ``release`` when it
+has committed to the head beat. The beat's slot then counts as free from the
+next cycle, as if the beat had been accepted, while the beat stays offered,
+unchanged, until it is accepted. A burst requested into the freed slot must
+not land before that: if the consumer accepts the beat within ``H`` cycles
+of the release, the memory's latency (request accepted to response) must be
+at least ``H - 2`` cycles; the engine's ``H`` is at most 15, so 13 (a DRAM
+read takes tens: CL alone is 22 cycles at the defaults). ``release`` while
+the head beat is not offered, or again for a beat already released, does
+nothing; a consumer that never raises it frees each slot when it accepts the
+beat.
+
 Cycle behaviour
 ---------------
 * Accept a descriptor, derive its fields, check them: an error status is
@@ -107,6 +123,9 @@ Cycle behaviour
   (a beat per 11 cycles): ``L <= 116``. Measured in the unit test (8 units,
   fixed latency 10, engine always ready): 32 beats -> 2.0 requests/cycle,
   16 beats -> 1.6.
+* With ``release`` raised in the cycle a consumer takes the beat, a slot is
+  free in the cycle after, exactly as with a consumer that accepts the beat
+  then: the requests are issued in the same cycles.
 * A beat is offered in the cycle after its last word arrived; the status
   (``OK``) in the cycle after the last beat was accepted.
 
@@ -138,7 +157,7 @@ from ndpdimm.hw.memory.port import (
 from ndpdimm.hw.memory.ring_column import RING_COLUMN_MODULE, RingColumn, ring_column_signature
 from ndpdimm.hw.memory.sram import SramGeometry, sram_port_signature
 
-__all__ = ["WeightStreamer", "streamer_descriptor_layout", "streamer_status_layout",
+__all__ = ["connect_consumer", "WeightStreamer", "streamer_descriptor_layout", "streamer_status_layout",
            "INDEX_ENTRY_BYTES"]
 
 #: Bytes of one index list entry (uint32, little endian).
@@ -190,6 +209,13 @@ def streamer_status_layout() -> data.StructLayout:
     return data.StructLayout({"code": Status, "bursts": 32, "cycles": 32})
 
 
+def connect_consumer(m, streamer, weights, committed):
+    """Wire the streamer's beats to a consumer's ``weights`` stream and its ``release`` to the
+    consumer's ``committed`` (the GEMV engine's ``weight_committed``)."""
+    wiring.connect(m, streamer.beats, weights)
+    m.d.comb += streamer.release.eq(committed)
+
+
 class WeightStreamer(wiring.Component):
     """The weight streamer (see module docstring).
 
@@ -211,6 +237,7 @@ class WeightStreamer(wiring.Component):
 
     Ports: ``desc`` (In stream), ``status`` (Out stream), ``mem`` (memory client),
     ``sram`` (SRAM client port), ``beats`` (Out stream of ``weights_beat_layout``),
+    ``release`` (In 1: the consumer frees the head beat's slot early, see "Early release"),
     counters ``bursts_read``, ``busy_cycles``, ``data_wait_cycles`` (Out 32).
     """
 
@@ -254,6 +281,7 @@ class WeightStreamer(wiring.Component):
             "mem": Out(memory_client_signature(self.capacity_bytes, self.ranks, lanes=2)),
             "sram": Out(sram_port_signature(sram.addr_bits, sram.word_bits)),
             "beats": Out(stream.Signature(weights_beat_layout(n_units))),
+            "release": In(1),
             "validated": Out(1),
             "bursts_read": Out(32),
             "busy_cycles": Out(32),
@@ -363,6 +391,7 @@ class WeightStreamer(wiring.Component):
 
         # ---- output-side state -----------------------------------------------------------
         out_beat = Signal(beat_bits)
+        rel_beat = Signal(beat_bits)        # beats whose slots are free: out_beat or out_beat + 1
         out_s_left = Signal(self.step_bits + 1)
         out_left = Signal(cnt_bits)
         running = Signal()
@@ -395,7 +424,7 @@ class WeightStreamer(wiring.Component):
         nw = Signal(3)                       # DOT: words of this chunk (1..4)
         m.d.comb += nw.eq(Mux(is_s_left < 4, is_s_left, 4))
         room = Signal()
-        m.d.comb += room.eq(Mux(is_axpy, is_b < out_beat + RB, is_b + nw <= out_beat + RB))
+        m.d.comb += room.eq(Mux(is_axpy, is_b < rel_beat + RB, is_b + nw <= rel_beat + RB))
         can = Signal()
         m.d.comb += can.eq(running & ~is_done & room &
                            Mux(is_axpy, ax_valid, ~d.gather | cache_ok))
@@ -529,13 +558,16 @@ class WeightStreamer(wiring.Component):
                 for r in range(R):
                     m.d.comb += getattr(columns[u], f"data_{t}_{r}").eq(cand[r][t][u % 4])
         unit_hit = [Cat(unit_match[r]) for r in range(R)]
+        out_t = out_beat[:RBb]
+        beat_fire = Signal()
         for t in range(RB):
             wen = Signal(U, name=f"ring_wen_{t}")
             m.d.comb += wen.eq(_or_all([Mux(slot_hit[r][t], unit_hit[r], 0) for r in range(R)]))
-            m.d.sync += vbits[t].eq(vbits[t] | wen)
+            # accepting the head beat clears its valid bits; a burst requested after an early
+            # release may already land in the same cycle, and keeps its bits
+            m.d.sync += vbits[t].eq(Mux(beat_fire & (out_t == t), 0, vbits[t]) | wen)
 
         # ---- ring: head beat ---------------------------------------------------------------
-        out_t = out_beat[:RBb]
         expected = Signal(U)
         m.d.comb += expected.eq(Cat(out_left > Mux(is_axpy, u // 4, u) for u in range(U)))
         head_valid = Signal(U)
@@ -544,12 +576,14 @@ class WeightStreamer(wiring.Component):
         for u in range(U):
             m.d.comb += [columns[u].sel.eq(out_t),
                          self.beats.payload[u].eq(Mux(expected[u], columns[u].word, 0))]
-        beat_fire = self.beats.valid & self.beats.ready
+        m.d.comb += beat_fire.eq(self.beats.valid & self.beats.ready)
+        # a slot is free once its beat is released (early, ``release``) or accepted
+        with m.If((rel_beat == out_beat) & ((self.release & self.beats.valid) | beat_fire)):
+            m.d.sync += rel_beat.eq(rel_beat + 1)
         last_beat = Signal()
         m.d.comb += last_beat.eq((out_s_left == 1) & (out_left <= per))
         with m.If(beat_fire):
-            # after the response writes: a freed slot is never written in the same cycle
-            m.d.sync += [Array(vbits)[out_t].eq(0), out_beat.eq(out_beat + 1)]
+            m.d.sync += out_beat.eq(out_beat + 1)
             with m.If(out_s_left == 1):
                 m.d.sync += [out_s_left.eq(n_steps), out_left.eq(out_left - per)]
             with m.Else():
@@ -639,7 +673,7 @@ class WeightStreamer(wiring.Component):
                     is_u.eq(0), is_s_left.eq(n_steps), is_b.eq(0), is_row_base.eq(base_burst),
                     is_n0.eq(0), is_grp_a.eq(ent_a), is_col0.eq(0), is_left.eq(n_items),
                     is_done.eq(0),
-                    out_beat.eq(0), out_s_left.eq(n_steps), out_left.eq(n_items),
+                    out_beat.eq(0), rel_beat.eq(0), out_s_left.eq(n_steps), out_left.eq(n_items),
                     ax_valid.eq(0), ax_a.eq(ent_a), ld_req.eq(0), ld_left.eq(0),
                 ]
                 with m.If((n_out == 0) | (n_steps == 0)):

@@ -1,6 +1,7 @@
 """The co-simulation benchmark's parts that need no RTL: the workload, the session recorder
 and the timer correction (``bench/speed.py``); the RTL side runs in ``make bench``."""
 
+import json
 import warnings
 
 import pytest
@@ -95,3 +96,20 @@ def test_model_only_rerun_keeps_the_rtl_sections(tmp_path):
     assert "stale" not in entry["model"] and entry["model"]["benchmark"] == "cosim model"
     assert entry["model"]["mean_abs_error"] == 0      # the model against its own cycle counts
     assert entry["model_vs_harness"] == entry["model"]["cycles_per_second"] / 1000.0
+
+
+def test_previous_speeds_read_from_the_committed_file(tmp_path):
+    """A rerun reports the speeds of the file it replaces, per configuration, with its commit."""
+    from pathlib import Path
+
+    from ndpdimm.bench.speed import previous_speeds
+    committed = Path(__file__).parents[2] / "bench" / "results" / "cosim.json"
+    prev = previous_speeds(committed)
+    old = json.loads(committed.read_text())
+    assert sorted(prev) == sorted(e["config"]["n_units"] for e in old["configs"])
+    for e in old["configs"]:
+        p = prev[e["config"]["n_units"]]
+        assert p["git_commit"] == old["git_commit"] and p["config"] == e["config"]
+        assert p["cycles_per_second"]["harness"] == e["harness"]["cycles_per_second"]
+    assert previous_speeds(tmp_path / "missing.json") == {}
+    assert previous_speeds(None) == {}

@@ -16,7 +16,9 @@ from ndpdimm.hw.formats import Dtype
 from ndpdimm.hw.gemv.engine import GemvEngine
 
 
-def run_on_engine(job: GemvJob, seed=0, idle_prob=0.0, stall_prob=0.0):
+def run_on_engine(job: GemvJob, seed=0, idle_prob=0.0, stall_prob=0.0, trace=None):
+    """Run ``job``; (result beats, finished). ``trace``: a list that gets, per cycle,
+    ``(weight_committed, weights.valid, weights.ready)``."""
     s = job.shape
     dut = GemvEngine(n_units=s.n_units, max_batch=s.max_batch, radix_bits=s.radix_bits,
                      index_bits=s.index_bits, step_bits=s.step_bits)
@@ -50,8 +52,15 @@ def run_on_engine(job: GemvJob, seed=0, idle_prob=0.0, stall_prob=0.0):
                 return
             await ctx.tick()
 
+    async def monitor(ctx):
+        async for _, _, committed, valid, ready in ctx.tick().sample(
+                dut.weight_committed, dut.weights.valid, dut.weights.ready):
+            trace.append((committed, valid, ready))
+
     for tb in (command, weights, acts, results):
         sim.add_testbench(tb)
+    if trace is not None:
+        sim.add_testbench(monitor, background=True)
     sim.run()
     return beats, state["done"]
 
@@ -81,3 +90,31 @@ def test_engine_bit_exact(op, dtype):
     beats, done = run_on_engine(job, seed=1, idle_prob=0.2, stall_prob=0.3)
     assert done
     assert beats == job.expected_beats()
+
+
+@pytest.mark.parametrize("dtype", list(Dtype))
+@pytest.mark.parametrize("batch", [1, 2])
+def test_weight_committed_precedes_each_beat(dtype, batch):
+    """``weight_committed`` comes only while a beat is offered, once per beat at least, 7 cycles
+    before the engine takes the beat (FP16, BF16) or 7 to 15 (INT8: up to 8 cycles of start
+    spacing first): the weight streamer frees the beat's ring slot then (``release``)."""
+    seed = int(dtype) * 10 + batch
+    job = make_job("dense", dtype, n_out=7, n_in=53, batch=batch, seed=seed)
+    trace = []
+    beats, done = run_on_engine(job, seed=seed, idle_prob=0.3, stall_prob=0.2, trace=trace)
+    assert done and beats == job.expected_beats(), f"seed {seed}"
+    first = None
+    gaps = []
+    for cycle, (committed, valid, ready) in enumerate(trace):
+        assert not committed or valid, f"seed {seed}: committed without a beat, cycle {cycle}"
+        if committed and first is None:
+            first = cycle
+        if valid and ready:
+            assert first is not None, f"seed {seed}: beat taken uncommitted, cycle {cycle}"
+            gaps.append(cycle - first)
+            first = None
+    assert len(gaps) == len(job.weight_beats())
+    if dtype == Dtype.INT8:
+        assert all(7 <= g <= 15 for g in gaps), f"seed {seed}: {gaps}"
+    else:
+        assert set(gaps) == {7}, f"seed {seed}: {gaps}"

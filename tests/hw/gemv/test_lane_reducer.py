@@ -1,20 +1,21 @@
 """Amaranth-simulator tests of the lane reducer (one unit's reduction + accumulator RAM).
 
-The reducer is driven exactly as the engine drives it (load, then one lane per
-cycle) with lane products of random words, and its accumulators are compared
-bit for bit with float32 / int32 sums done in torch in the documented order.
+The reducer is driven exactly as the engine drives it (transfer, then one lane
+per cycle, reading each lane from its multiplier datapath; the unit and the
+engine's ``LaneSequencer`` in ``cosim/amaranth_sim/gemv_unit.py``) with random
+words, and its accumulators are compared bit for bit with float32 / int32 sums
+done in torch in the documented order.
 """
 
 import random
 
 import pytest
 import torch
-from amaranth.sim import Simulator
 
+from ndpdimm.cosim.amaranth_sim.gemv_unit import run_unit
 from ndpdimm.cosim.gemv.lane_products import lane_products, lanes_of, random_word
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.formats import Dtype
-from ndpdimm.hw.gemv.lane_reducer import LaneReducer
 
 
 def f32(bits):
@@ -30,46 +31,11 @@ def product_values(weight, act, dtype):
     return list(golden.product_f32(w, x))
 
 
-def run_reducer(dtype, axpy, slots, max_batch=4):
+def run_reducer(dtype, axpy, slots, max_batch=4, idle_prob=0.3):
     """slots: list of (row, clear, weight, act). Returns the RAM rows read back at the end."""
-    dut = LaneReducer(max_batch=max_batch)
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    lanes = dtype.info.lanes
-    rows = {}
-
-    async def tb(ctx):
-        ctx.set(dut.dtype, dtype)
-        ctx.set(dut.axpy, axpy)
-        for row, clear, weight, act in slots:
-            ctx.set(dut.load, 1)
-            ctx.set(dut.weight_word, weight)
-            ctx.set(dut.act_word, act)
-            products = dut.int_prod if dtype == Dtype.INT8 else dut.fp_mant
-            for i, p in enumerate(lane_products(weight, act, dtype)):
-                ctx.set(products[i], p)
-            ctx.set(dut.read_row, row)
-            ctx.set(dut.add, 0)
-            await ctx.tick()
-            ctx.set(dut.load, 0)
-            for lane in range(lanes):
-                ctx.set(dut.add, 1)
-                ctx.set(dut.lane, lane)
-                ctx.set(dut.clear, clear)
-                ctx.set(dut.last, lane == lanes - 1)
-                ctx.set(dut.row, row)
-                await ctx.tick()
-            ctx.set(dut.add, 0)
-            ctx.set(dut.last, 0)
-            if random.random() < 0.3:
-                await ctx.tick()           # idle cycle between slots
-        for row in range(max_batch):
-            ctx.set(dut.read_row, row)
-            await ctx.tick()
-            rows[row] = [ctx.get(dut.acc_row[i]) for i in range(16)]
-
-    sim.add_testbench(tb)
-    sim.run()
+    unit_slots = [(weight, act, row, clear) for row, clear, weight, act in slots]
+    _, rows = run_unit(dtype, axpy, unit_slots, 1, max_batch, seed=len(slots),
+                       idle_prob=idle_prob)
     return rows
 
 
@@ -104,7 +70,6 @@ def model(dtype, axpy, slots, max_batch=4):
 @pytest.mark.parametrize("dtype", list(Dtype))
 def test_reducer_matches_sequential_sums(dtype, axpy):
     rng = random.Random(31 * int(dtype) + axpy)
-    random.seed(rng.random())
     slots, seen = [], set()
     for n in range(14):
         row = rng.randrange(4)

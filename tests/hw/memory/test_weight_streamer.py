@@ -49,8 +49,14 @@ class Bench(Elaboratable):
 
 
 def run(descs, *, n_units, ring_beats=8, dram=(), sram_bytes=b"", seed=0, stall=0.3,
-        mem=None, max_cycles=20000):
-    """Run descriptors back to back; return (per-descriptor (status, beats), model, bench)."""
+        mem=None, max_cycles=20000, hold=None):
+    """Run descriptors back to back; return (per-descriptor (status, beats), model, bench).
+
+    ``hold=None``: the consumer takes a beat whenever one is offered and it is not stalling
+    (probability ``stall``). ``hold=(H, release)``: it starts a beat at most every ``H + 1``
+    cycles, as the GEMV engine does, pulsing ``release`` then if ``release``, and accepts it
+    ``H`` cycles later (``H = 0``: at once); the payload must not change while it is held
+    (``bench.held_changes`` counts the cycles it did)."""
     bench = Bench(n_units=n_units, ring_beats=ring_beats)
     dut = bench.dut
     model = MemoryPortModel(seed=seed, **(mem or {}))
@@ -63,6 +69,30 @@ def run(descs, *, n_units, ring_beats=8, dram=(), sram_bytes=b"", seed=0, stall=
 
     async def memory(ctx):
         await model.serve(ctx, dut.mem, stop=lambda: state["done"])
+
+    async def holding_consumer(ctx):
+        H, release = hold
+        bench.held_changes = 0
+        while True:
+            if rng.random() < stall:
+                await ctx.tick()
+                continue
+            if not ctx.get(dut.beats.valid):
+                await ctx.tick()
+                continue
+            word = ctx.get(dut.beats.payload.as_value())
+            ctx.set(dut.release, release)
+            ctx.set(dut.beats.ready, H == 0)
+            await ctx.tick()
+            ctx.set(dut.release, 0)
+            for k in range(H):
+                ctx.set(dut.beats.ready, k == H - 1)
+                bench.held_changes += ctx.get(dut.beats.payload.as_value()) != word
+                await ctx.tick()
+            ctx.set(dut.beats.ready, 0)
+            beats.append(word)
+            for _ in range(7 - H):
+                await ctx.tick()
 
     async def consumer(ctx):
         while True:
@@ -99,7 +129,7 @@ def run(descs, *, n_units, ring_beats=8, dram=(), sram_bytes=b"", seed=0, stall=
     sim = Simulator(bench)
     sim.add_clock(1e-9)
     sim.add_testbench(memory, background=True)
-    sim.add_testbench(consumer, background=True)
+    sim.add_testbench(consumer if hold is None else holding_consumer, background=True)
     sim.add_testbench(watchdog, background=True)
     sim.add_testbench(main)
     sim.run()
@@ -270,6 +300,35 @@ def test_errors_before_any_request():
     assert model.log == [] and all(beats == [] for _, beats in out)
     # an error status comes a few cycles after the descriptor (the pre-scan adds its words)
     assert all(s["cycles"] <= 8 for (name, _, c), (s, _) in zip(ERRORS, out) if c != Status.BAD_INDEX)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_early_release_keeps_request_timing(seed):
+    """A consumer holding each beat 7 cycles and pulsing ``release`` when it starts it gets the
+    requests in the same cycles as one that accepts the beat at once (same start cycles), the
+    same beats, and a payload that does not change while held. At the shortest memory latency
+    the streamer allows (5), with random latency, back-pressure and stalls; a 4-beat ring so
+    that slots are reused as soon as they are released. One job per run: the status (and so the
+    next descriptor) comes when the last beat is accepted, 7 cycles later with the hold."""
+    U = 4
+    gen = random.Random(seed)
+    jobs = [job for job in job_set(U, gen) if job.idx != []]
+    mem = {"min_latency": 5, "max_latency": 30, "accept_prob": 0.7}
+    for i, job in enumerate(jobs):
+        dram, sram, descs = place([job])
+        runs = {}
+        for name, hold in (("held", (7, True)), ("at_once", (0, False)), ("held_late", (7, False))):
+            print(f"seed={seed} job={i} consumer={name}")
+            out, model, bench = run(descs, n_units=U, ring_beats=4, dram=dram, sram_bytes=sram,
+                                    seed=seed, stall=0.2, mem=mem, hold=hold)
+            assert out[0][0]["code"] == Status.OK
+            assert out[0][1] == job.weight_beats()
+            assert bench.held_changes == 0
+            runs[name] = [c for c, *_ in model.log]
+        assert runs["held"] == runs["at_once"]
+        # without the release the held slots are freed 7 cycles later: later requests
+        if len(runs["held"]) > 4:
+            assert runs["held_late"] != runs["at_once"]
 
 
 def test_throughput_dense():
