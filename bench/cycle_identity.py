@@ -82,8 +82,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     old = None
     if args.against:
-        with open(args.against) as f:
-            old = json.load(f)          # read first: a bad file fails before the long run
+        # read first: a bad file fails before the long run
+        try:
+            with open(args.against) as f:
+                old = json.load(f)
+            old["config"], old["points"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            p.error(f"--against {args.against}: not a cycle_identity result ({e})")
     config = CoreConfig(n_units=args.units, act_lanes=args.act_lanes)
     if old is not None and old["config"] != config.as_dict():
         p.error(f"{args.against} is of another configuration: {old['config']}")

@@ -38,3 +38,15 @@ def test_against_another_configuration_is_refused_before_running(tmp_path, capsy
                              "--against", str(f)])
     assert "another configuration" in capsys.readouterr().err
     assert not (tmp_path / "new.json").exists()
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"points": {}}', "[1, 2]"])
+def test_against_a_missing_or_foreign_file_is_refused(tmp_path, capsys, content):
+    f = tmp_path / "old.json"
+    if content is not None:
+        f.write_text(content)
+    with pytest.raises(SystemExit):
+        cycle_identity.main(["--units", "16", "--out", str(tmp_path / "new.json"),
+                             "--against", str(f)])
+    assert "not a cycle_identity result" in capsys.readouterr().err
+    assert not (tmp_path / "new.json").exists()
