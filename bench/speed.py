@@ -357,6 +357,8 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
     previous = previous_speeds(out)
+    # the fuzz section is a measurement of its own (``run_fuzz_bench``, its own header): keep it
+    fuzz = json.loads(Path(out).read_text()).get("fuzz") if out and Path(out).exists() else None
     command = _command(" ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
     report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
@@ -370,6 +372,8 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
                         "model_vs_harness": ">= 1000x", "model_error": "<= 3 % mean abs (held-out, "
                         "see cosim/calibration and docs/perf_model.md)"},
               "configs": []}
+    if fuzz is not None:
+        report["fuzz"] = fuzz
     for n in units:
         config = CoreConfig(n_units=n)
         print(f"[bench_cosim] {n} units: harness", file=sys.stderr, flush=True)

@@ -113,3 +113,20 @@ def test_previous_speeds_read_from_the_committed_file(tmp_path):
         assert p["cycles_per_second"]["harness"] == e["harness"]["cycles_per_second"]
     assert previous_speeds(tmp_path / "missing.json") == {}
     assert previous_speeds(None) == {}
+
+
+def test_rerun_keeps_the_fuzz_section(tmp_path):
+    """The fuzzer's section (its own measurement and header) survives a rerun of the speed
+    bench, which rewrites the rest of the file."""
+    import shutil
+    from pathlib import Path
+
+    from ndpdimm.bench.speed import run_bench
+    committed = Path(__file__).parents[2] / "bench" / "results" / "cosim.json"
+    out = tmp_path / "cosim.json"
+    shutil.copyfile(committed, out)
+    report = run_bench(units=(), cocotb=False, out=out, work_dir=tmp_path / "work")
+    assert report["fuzz"] == json.loads(committed.read_text())["fuzz"]
+    assert report["configs"] == []
+    assert "fuzz" not in run_bench(units=(), cocotb=False, out=tmp_path / "none.json",
+                                   work_dir=tmp_path / "work2")
