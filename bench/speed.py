@@ -334,14 +334,13 @@ def _repo_relative(path):
         return str(path)
 
 
-def previous_speeds(path) -> dict:
-    """``{n_units: {...}}``: the simulation speeds a cosim.json at ``path`` recorded per
-    configuration, with its commit and date (empty if there is no such file), so that a rerun
-    on a new RTL reports the old figures beside the new ones."""
+def _previous_report(path) -> dict:
+    """The cosim.json at ``path`` that a run is about to replace ({} if there is none)."""
     path = Path(path) if path else None
-    if path is None or not path.exists():
-        return {}
-    old = json.loads(path.read_text())
+    return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+
+def _speeds(old: dict) -> dict:
     out = {}
     for entry in old.get("configs", []):
         speeds = {name: entry[name]["cycles_per_second"] for name in ("harness", "bare", "cocotb")
@@ -353,12 +352,20 @@ def previous_speeds(path) -> dict:
     return out
 
 
+def previous_speeds(path) -> dict:
+    """``{n_units: {...}}``: the simulation speeds a cosim.json at ``path`` recorded per
+    configuration, with its commit and date (empty if there is no such file), so that a rerun
+    on a new RTL reports the old figures beside the new ones."""
+    return _speeds(_previous_report(path))
+
+
 def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=None,
               work_dir=None) -> dict:
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="bench_cosim_"))
-    previous = previous_speeds(out)
+    old = _previous_report(out)
+    previous = _speeds(old)
     # the fuzz section is a measurement of its own (``run_fuzz_bench``, its own header): keep it
-    fuzz = json.loads(Path(out).read_text()).get("fuzz") if out and Path(out).exists() else None
+    fuzz = old.get("fuzz")
     command = _command(" ".join(["python -m ndpdimm.bench.speed"] + sys.argv[1:]))
     report = {**bench_header("cosim", command),
               "workload": f"driver-built stream: dense FP16 GEMV batch 2 ({scale} x units rows, 2048 "
