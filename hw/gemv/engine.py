@@ -199,16 +199,17 @@ class GemvEngine(wiring.Component):
         m.d.comb += transfer.eq((m_state == M_DONE) & a_accept)
         m_free = (m_state == M_IDLE) | transfer
         m.submodules.sequencer = seq = LaneSequencer(self.radix_bits)
+        # everything a slot start needs but the sequencer's lane skew and the weight beat
+        could_start = Signal()
         start_slot = Signal()
-        m.d.comb += start_slot.eq(active & nx_has & m_free & seq.start_ok & self.acts.valid &
-                                  ((nx_b != 0) | self.weights.valid))
         m.d.comb += [
+            could_start.eq(active & nx_has & m_free & self.acts.valid),
+            start_slot.eq(could_start & seq.start_ok & ((nx_b != 0) | self.weights.valid)),
             self.acts.ready.eq(start_slot),
             self.weights.ready.eq(seq.weights_ready),
             # the cycle an engine without the lane skew (and its INT8 start spacing) would
             # have started the slot: weight_committed may come up to 8 cycles before the start
-            self.weight_committed.eq(active & nx_has & m_free & self.acts.valid &
-                                   self.weights.valid & (nx_b == 0)),
+            self.weight_committed.eq(could_start & self.weights.valid & (nx_b == 0)),
         ]
 
         # AXPY broadcasts activation element 0 to every lane

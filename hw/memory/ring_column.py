@@ -16,6 +16,13 @@ reserves each slot for one burst).
 
 Cycle behaviour: a write lands at the clock edge (``word`` shows it from the
 next cycle); ``word`` is combinational in ``sel``.
+
+The words have no reset: the streamer offers a word only after a response
+wrote it since its valid bit (which does reset) was last cleared, and sends
+zero for the words a beat does not expect, so a word's content before its
+first write is never seen. Without a reset each slot's 128 flip-flops change
+only with their slot's write enable, which lets synthesis gate their clock
+(one clock gate per slot instead of 128 enable multiplexers, ``synth/flow.py``).
 """
 
 from amaranth.hdl import Array, Module, Signal
@@ -55,7 +62,7 @@ class RingColumn(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         RB, R = self.ring_beats, self.ranks
-        words = [Signal(WORD_BITS, name=f"slot{t}") for t in range(RB)]
+        words = [Signal(WORD_BITS, name=f"slot{t}", reset_less=True) for t in range(RB)]
         for t in range(RB):
             # one conditional assignment per rank (at most one fires per slot and cycle): linear
             # Verilog instead of a 128-bit OR tree per slot
