@@ -13,6 +13,9 @@ What is read here (a small regex reader, not a full Liberty parser):
 * cell areas (um^2), to recompute every logic area from the cell counts and so
   cross-check Yosys' ``stat -liberty``;
 * which cells are sequential (an ``ff`` or ``latch`` group), to count flip-flops;
+* which cells are integrated clock gates (``clock_gating_integrated_cell``;
+  NanGate45's ``CLKGATE_X*`` hold their latch in a ``statetable``, so they are
+  not counted as flip-flops), to count the gates the flow inserts;
 * one stage delay for the logic-depth based critical-path estimate
   (:func:`stage_delay_ns`): ``NAND2_X1`` driving four copies of itself, input
   slew taken from the same table, read by bilinear interpolation of the
@@ -69,6 +72,7 @@ def find_liberty(path: str | Path | None = None) -> Path:
 _CELL = re.compile(r"^\s*cell\s*\(\s*\"?([A-Za-z0-9_]+)\"?\s*\)\s*\{", re.M)
 _AREA = re.compile(r"^\s*area\s*:\s*([0-9.eE+-]+)\s*;", re.M)
 _SEQ = re.compile(r"^\s*(ff|latch)\s*\(", re.M)
+_ICG = re.compile(r"^\s*clock_gating_integrated_cell\s*:", re.M)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class CellLibrary:
     sha256: str
     area_um2: dict            # cell name -> area
     sequential: frozenset     # cells with an ff/latch group
+    clock_gates: frozenset    # integrated clock gating cells
     stage_delay_ns: float     # NAND2_X1 at fan-out 4 (see module docstring)
 
     def logic_area_um2(self, cells_by_type: dict) -> float:
@@ -86,6 +91,9 @@ class CellLibrary:
 
     def flip_flops(self, cells_by_type: dict) -> int:
         return sum(n for t, n in cells_by_type.items() if t in self.sequential)
+
+    def clock_gate_count(self, cells_by_type: dict) -> int:
+        return sum(n for t, n in cells_by_type.items() if t in self.clock_gates)
 
 
 def _cell_bodies(text: str):
@@ -155,18 +163,21 @@ def _stage_delay(bodies: dict) -> float:
 def _load(path: str) -> CellLibrary:
     data = Path(path).read_bytes()
     text = data.decode("latin-1")
-    area, seq, bodies = {}, set(), {}
+    area, seq, icg, bodies = {}, set(), set(), {}
     for name, body in _cell_bodies(text):
         m = _AREA.search(body)
         if m:
             area[name] = float(m.group(1))
         if _SEQ.search(body):
             seq.add(name)
+        if _ICG.search(body):
+            icg.add(name)
         bodies[name] = body
     if not area:
         raise ValueError(f"{path} has no cell areas: not a Liberty file?")
     return CellLibrary(path=path, sha256=hashlib.sha256(data).hexdigest(), area_um2=area,
-                       sequential=frozenset(seq), stage_delay_ns=_stage_delay(bodies))
+                       sequential=frozenset(seq), clock_gates=frozenset(icg),
+                       stage_delay_ns=_stage_delay(bodies))
 
 
 def load_library(path: str | Path | None = None) -> CellLibrary:

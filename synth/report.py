@@ -49,7 +49,8 @@ def block_row(block, params: dict, result: dict, stage_delay_ns: float, top: str
     return {
         "name": block.name, "title": block.title, "status": "built", "note": block.note,
         "top": top, "params": params, "source": source,
-        "cells": t["cells"], "ffs": t["ffs"], "generic_cells": t["generic_cells"],
+        "cells": t["cells"], "ffs": t["ffs"], "clock_gates": t["clock_gates"],
+        "generic_cells": t["generic_cells"],
         "generic_ffs": t["generic_ffs"], "transistors": t["transistors"],
         "logic_area_um2": t["logic_area_um2"], "sequential_area_um2": t["sequential_area_um2"],
         "sram_area_um2": t["sram_area_um2"], "total_area_um2": total,
@@ -145,18 +146,21 @@ def _markdown(rep: dict) -> str:
              f"--report-only` on {rep['rerendered']['date']}, git {rep['rerendered']['git']} "
              "(no synthesis rerun)." if rep.get("rerendered") else ""), "",
           "## Blocks", "",
-          "| block | cells | flip-flops | transistors (generic) | logic mm^2 | SRAM mm^2 | total mm^2 "
-          "(45 nm) | 7 nm est. mm^2 | 7 nm lower bound mm^2 | depth (gates) | path est. ns (45 nm) |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "| block | cells | flip-flops | clock gates | transistors (generic) | logic mm^2 | SRAM mm^2 "
+          "| total mm^2 (45 nm) | 7 nm est. mm^2 | 7 nm lower bound mm^2 | depth (gates) "
+          "| path est. ns (45 nm) |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     if rep.get("omitted"):
         L[4:4] = [f"**Partial run:** not synthesized by this invocation: "
                   f"{', '.join(rep['omitted'])} (`ndpdimm synth BLOCK...` was given a subset; "
                   f"see `docs/synth.md`, Status).", ""]
     for r in rep["blocks"]:
         if r["status"] != "built":
-            L.append(f"| {r['title']} | {r['status']} | | | | | | | | | |")
+            L.append(f"| {r['title']} | {r['status']} | | | | | | | | | | |")
             continue
-        L.append(f"| {r['title']} | {r['cells']:,} | {r['ffs']:,} | {r['transistors']:,} | "
+        # reports from before the flow gated clocks have no clock_gates: shown as "-"
+        gates = f"{r['clock_gates']:,}" if "clock_gates" in r else "-"
+        L.append(f"| {r['title']} | {r['cells']:,} | {r['ffs']:,} | {gates} | {r['transistors']:,} | "
                  f"{_f(r['logic_mm2'])} | {_f(r['sram_mm2'])} | {_f(r['total_mm2'])} | "
                  f"{_f(r['total_mm2_7nm'])} | {_f(r['total_mm2_7nm_lower_bound'])} | {r['depth']} | "
                  f"{r['path_ns_45']:.2f} |")

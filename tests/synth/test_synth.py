@@ -9,14 +9,14 @@ import importlib.metadata
 import math
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ndpdimm.hw.gemv.multiplier import register_bits
 from ndpdimm.synth import blocks, liberty, report, scaling, sram_macro
-from ndpdimm.synth.flow import compose, synthesize
+from ndpdimm.synth.flow import CLOCK_GATE_MIN_FFS, compose, synthesize
 from ndpdimm.synth.liberty import LibertyNotFound, load_library
 from ndpdimm.synth.sram_macro import MemoryMacro, macro_area_um2
 
@@ -63,6 +63,50 @@ def test_multiplier_unit_flip_flops(mul_run):
     # the weight word (128) and eight datapath registers (lo 10 + hi 10 at radix 1): nothing
     # else is held in a unit (issue 26: at most 300)
     assert mod["generic_ffs"] == mod["ffs"] == 128 + 8 * register_bits(1) == 288
+
+
+class _Registers(wiring.Component):
+    """Three registers loaded on ``en``: 16 bits without reset, 16 bits with reset, 4 bits
+    without reset."""
+    en: In(1)
+    d: In(16)
+    q: Out(36)
+
+    def elaborate(self, platform):
+        m = Module()
+        wide = Signal(16, reset_less=True)
+        reset = Signal(16)
+        narrow = Signal(4, reset_less=True)
+        with m.If(self.en):
+            m.d.sync += [wide.eq(self.d), reset.eq(~self.d), narrow.eq(self.d[:4] ^ self.d[4:8])]
+        m.d.comb += self.q.eq(Cat(wide, reset, narrow))
+        return m
+
+
+def test_clock_gates_only_for_wide_registers_without_reset(tmp_path, lib):
+    from amaranth.back import verilog
+    res = synthesize(verilog.convert(_Registers(), name="registers"), "registers", root=tmp_path,
+                     log=lambda m: None)
+    mod = res["modules"]["registers"]
+    # one gate for the 16 reset-less flip-flops; the reset register and the 4-bit one (below
+    # CLOCK_GATE_MIN_FFS) keep their enable multiplexers
+    assert CLOCK_GATE_MIN_FFS > 4
+    assert mod["ffs"] == 36 and mod["clock_gates"] == 1
+    assert sum(n for t, n in mod["by_type"].items() if t in lib.clock_gates) == 1
+    assert mod["logic_area_um2"] == pytest.approx(
+        sum(n * lib.area_um2[t] for t, n in mod["by_type"].items()), rel=1e-12)
+
+
+def test_ring_column_slots_are_clock_gated(tmp_path):
+    from amaranth.back import verilog
+
+    from ndpdimm.hw.memory.ring_column import RingColumn
+    res = synthesize(verilog.convert(RingColumn(4, 2), name="ring_column"), "ring_column",
+                     root=tmp_path, log=lambda m: None)
+    mod = res["modules"]["ring_column"]
+    # each slot's 128 words load on their write enables only: one gate per slot, no mux left
+    # for the enable (the words have no reset)
+    assert mod["ffs"] == 4 * 128 and mod["clock_gates"] == 4
 
 
 class _TinyRam(wiring.Component):
@@ -121,7 +165,7 @@ def test_macros_from_yosys_json_detects_a_shared_address():
 def test_composition_arithmetic():
     def mod(area, sram=0.0, subs=None, ffs=1, depth=1):
         return {"logic_area_um2": area, "sram_area_um2": sram, "sequential_area_um2": 0.0,
-                "cells": 10, "ffs": ffs, "generic_cells": 20, "generic_ffs": ffs,
+                "cells": 10, "ffs": ffs, "clock_gates": 2, "generic_cells": 20, "generic_ffs": ffs,
                 "transistors": 100, "memories": [{"bits": 64}] if sram else [],
                 "submodules": subs or {}, "depth": depth}
     modules = {"top": mod(5.0, subs={"unit": 256, "ctrl": 1}),
@@ -131,6 +175,7 @@ def test_composition_arithmetic():
     assert t["logic_area_um2"] == 5 + 256 * (2 + 2 * 0.5) + 11
     assert t["sram_area_um2"] == 256 * 3.0 and t["macros"] == 256 and t["sram_bits"] == 256 * 64
     assert t["cells"] == 10 * (1 + 256 * 3 + 1)
+    assert t["clock_gates"] == 2 * (1 + 256 * 3 + 1)
     assert t["instances"] == {"top": 1, "unit": 256, "leaf": 512, "ctrl": 1}
     assert (t["depth"], t["depth_module"]) == (9, "leaf")
 
