@@ -48,7 +48,13 @@ Cycle behaviour
   the next one, so no product register is double-buffered.
 
 Area: per datapath a 20-bit register (radix 1) and an 11-bit adder; per unit
-the 128-bit weight word. 288 flip-flops at radix 1.
+the 128-bit weight word. 288 flip-flops at radix 1. None of them has a reset:
+a weight lane is read only after ``wload`` loaded it and a datapath's product
+only after ``first`` started it, so their contents before that are never
+used; without a reset each 16-bit weight lane and each datapath register
+changes only with its own enable (``wload[j]``, ``run[j]``), and synthesis
+gates its clock instead of putting a multiplexer before every flip-flop
+(``synth/flow.py``, Clock gating).
 """
 
 import math
@@ -163,7 +169,7 @@ class BitSerialMultiplierUnit(wiring.Component):
         sum_bits = _HI_BITS + r
         is_int8 = self.dtype == Dtype.INT8
 
-        weight_reg = Signal(WORD_BITS)
+        weight_reg = Signal(WORD_BITS, reset_less=True)
         for lane in range(FP_LANES):
             with m.If(self.wload[lane]):
                 m.d.sync += weight_reg.word_select(lane, 16).eq(self.weight_in.word_select(lane, 16))
@@ -188,7 +194,7 @@ class BitSerialMultiplierUnit(wiring.Component):
                     elif i < consumed:
                         wanted[d] = byte[7] if d == Dtype.INT8 else Const(0, 1)
                 m.d.comb += start_lo[i].eq(_by_dtype(is_dtype, wanted, low))
-            reg = Signal(register_bits(r), name=f"dp{j}")
+            reg = Signal(register_bits(r), name=f"dp{j}", reset_less=True)
             lo = Mux(self.first[j], start_lo, reg[:lo_bits])
             hi = Mux(self.first[j], 0, reg[lo_bits:])
             # hi is unsigned for FP, two's complement for INT8: extend it to the sum's width
