@@ -53,6 +53,7 @@ def block_row(block, params: dict, result: dict, stage_delay_ns: float, top: str
         "generic_cells": t["generic_cells"],
         "generic_ffs": t["generic_ffs"], "transistors": t["transistors"],
         "logic_area_um2": t["logic_area_um2"], "sequential_area_um2": t["sequential_area_um2"],
+        "fast_abc_logic_area_um2": t["fast_abc_logic_area_um2"],
         "sram_area_um2": t["sram_area_um2"], "total_area_um2": total,
         "logic_mm2": _mm2(t["logic_area_um2"]), "sram_mm2": _mm2(t["sram_area_um2"]),
         "total_mm2": _mm2(total),
@@ -131,6 +132,12 @@ def composition_check(hier: dict, flat: dict, top: str, units: int) -> dict:
 
 # ---- outputs --------------------------------------------------------------------------------
 
+def _fast_share(row: dict) -> str:
+    """Share of a block's logic area mapped with the fast ABC script (``synth/flow.py``)."""
+    logic = row["logic_area_um2"]
+    return f"{100 * row['fast_abc_logic_area_um2'] / logic:.1f} %" if logic else "0 %"
+
+
 def _f(x, digits=4):
     return f"{x:.{digits}f}"
 
@@ -171,7 +178,9 @@ def _markdown(rep: dict) -> str:
                      f"{r['unique_modules']} unique modules, {r['macros']} SRAM macros "
                      f"({r['sram_bits']:,} bits), deepest module `{r['depth_module']}`, "
                      f"from {r['source']}, synthesis {r['synth_seconds']:.0f} s"
-                     f"{' (cached)' if r['cached'] else ''}."
+                     f"{' (cached)' if r['cached'] else ''}"
+                     + (f", {_fast_share(r)} of its logic area mapped with the fast ABC script"
+                        if "fast_abc_logic_area_um2" in r else "") + "."
                      + (f" {r['note']}." if r["note"] else "")
                      + (f" **Incomplete: excludes {', '.join(f'`{k}`' for k in r['missing'])}, "
                         "whose synthesis failed (see below).**" if r.get("missing") else ""))

@@ -97,6 +97,25 @@ def test_clock_gates_only_for_wide_registers_without_reset(tmp_path, lib):
         sum(n * lib.area_um2[t] for t, n in mod["by_type"].items()), rel=1e-12)
 
 
+def test_small_modules_get_the_full_abc_script_big_ones_the_fast_one(tmp_path, monkeypatch,
+                                                                    mul_run):
+    _, _, res = mul_run
+    mod = res["modules"]["multiplier_unit"]
+    assert mod["abc_script"] == "full" and mod["fast_abc_logic_area_um2"] == 0.0
+    from amaranth.back import verilog
+
+    from ndpdimm.synth import flow
+    text = verilog.convert(_Registers(), name="registers")
+    monkeypatch.setattr(flow, "ABC_FULL_MAX_CELLS", 0)      # every module is "big"
+    fast = synthesize(text, "registers", root=tmp_path, log=lambda m: None)["modules"]["registers"]
+    assert fast["abc_script"] == "fast"
+    assert fast["fast_abc_logic_area_um2"] == fast["logic_area_um2"] > 0
+    monkeypatch.undo()
+    full = synthesize(text, "registers", root=tmp_path, log=lambda m: None)["modules"]["registers"]
+    assert full["abc_script"] == "full" and full["fast_abc_logic_area_um2"] == 0.0
+    assert full["ffs"] == fast["ffs"] == 36 and full["clock_gates"] == fast["clock_gates"] == 1
+
+
 def test_ring_column_slots_are_clock_gated(tmp_path):
     from amaranth.back import verilog
 
@@ -166,6 +185,7 @@ def test_composition_arithmetic():
     def mod(area, sram=0.0, subs=None, ffs=1, depth=1):
         return {"logic_area_um2": area, "sram_area_um2": sram, "sequential_area_um2": 0.0,
                 "cells": 10, "ffs": ffs, "clock_gates": 2, "generic_cells": 20, "generic_ffs": ffs,
+                "fast_abc_logic_area_um2": area / 2,
                 "transistors": 100, "memories": [{"bits": 64}] if sram else [],
                 "submodules": subs or {}, "depth": depth}
     modules = {"top": mod(5.0, subs={"unit": 256, "ctrl": 1}),
