@@ -87,7 +87,7 @@ from ndpdimm.synth.liberty import load_library
 from ndpdimm.synth.sram_macro import macro_area_um2, macros_from_yosys_json
 
 __all__ = ["CLOCK_PERIOD_PS", "GROUP_LINES", "YosysError", "synth_root", "yosys_script",
-           "split_modules", "synthesize", "compose", "GENERIC_FF", "CLOCK_GATE_MIN_FFS",
+           "split_modules", "identical_modules", "synthesize", "compose", "GENERIC_FF", "CLOCK_GATE_MIN_FFS",
            "ABC_FAST", "ABC_FULL_MAX_CELLS",
            "yosys_version"]
 
@@ -284,6 +284,7 @@ def _collect(run: Path, lib, module_names=()) -> dict:
 GROUP_LINES = 8000
 
 _MODULE_HEAD = re.compile(r"^module\s+(\\\S+|[A-Za-z_][\w$]*)\s*\(")
+_MODULE_HEAD_LINE = re.compile(_MODULE_HEAD.pattern, re.M)
 _INSTANCE = re.compile(r"^\s+(\\\S+|[A-Za-z_][\w$]*)\s+(\\\S+|[A-Za-z_][\w$]*)\s*\(", re.M)
 _TOP_ATTRIBUTE = re.compile(r"^\(\*\s*top\s*=")
 _PORT_DECL = re.compile(r"^\s*(input|output|inout)\b")
@@ -323,6 +324,60 @@ def split_modules(verilog: str) -> dict:
                 counts[child] = counts.get(child, 0) + 1
         out[name] = (mods[name], counts)
     return out
+
+
+def _retarget(text: str, name: str, new_name: str, children: dict) -> str:
+    """``text`` of module ``name`` renamed ``new_name``, its instances of module ``c`` made
+    instances of ``children[c]`` (names unescaped; written escaped, which Verilog allows for
+    any name)."""
+    def sub_head(m):
+        return m.group(0).replace(m.group(1), f"\\{new_name} ", 1)
+
+    def sub_instance(m):
+        child = m.group(1).lstrip("\\")
+        if child not in children:
+            return m.group(0)
+        return m.group(0).replace(m.group(1), f"\\{children[child]} ", 1)
+    text = _MODULE_HEAD_LINE.sub(sub_head, text, count=1)
+    return _INSTANCE.sub(sub_instance, text)
+
+
+_AUTO_NAME = re.compile(r"\\\$auto\$\S+")
+
+
+def _canonical_auto_names(text: str) -> str:
+    """Yosys' generated names (``\\$auto$<file>:<line>:<pass>$<counter>``) numbered in order of
+    first appearance: the counter runs across the whole netlist, so identical modules differ
+    in it."""
+    seen = {}
+    return _AUTO_NAME.sub(lambda m: seen.setdefault(m.group(0), f"\\$auto${len(seen)}"), text)
+
+
+def identical_modules(mods: dict) -> dict:
+    """``{name: representative}`` for the modules of :func:`split_modules`: two modules are
+    identical when their Verilog is the same once the names of the modules they instantiate
+    are replaced by those modules' representatives (bottom-up) and ``src`` attributes and
+    their own names and the counters of Yosys' generated names are dropped. The representative is the first of its kind in file order.
+
+    Amaranth writes one module per instance of an elaborated component (the activation unit's
+    16 lanes are 16 modules, each with its adders); the flow synthesizes one of a kind and
+    gives the others its statistics.
+    """
+    rep_of, by_key = {}, {}
+
+    def representative(name, stack=()):
+        if name in rep_of:
+            return rep_of[name]
+        if name in stack:
+            raise YosysError(f"module {name} instantiates itself")
+        text, children = mods[name]
+        reps = {c: representative(c, stack + (name,)) for c in children}
+        key = _canonical_auto_names(_SRC_ATTRIBUTE.sub("", _retarget(text, name, "MODULE", reps)))
+        rep_of[name] = by_key.setdefault(key, name)
+        return rep_of[name]
+    for name in mods:
+        representative(name)
+    return rep_of
 
 
 def _stub(text: str) -> str:
@@ -446,21 +501,31 @@ def synthesize(verilog: str, top: str, *, flatten: bool = False, liberty=None,
     if top not in mods:
         raise YosysError(f"no module {top!r} in the Verilog of {label}")
     t0 = time.monotonic()
+    rep_of = {n: n for n in mods} if flatten else identical_modules(mods)
+    # the modules synthesized: one of each kind, instantiating only such modules
+    unique = {}
+    for n, (text, children) in mods.items():
+        if rep_of[n] == n:
+            counts = {}
+            for c, k in children.items():
+                counts[rep_of[c]] = counts.get(rep_of[c], 0) + k
+            unique[n] = (_retarget(text, n, n, {c: rep_of[c] for c in children}), counts)
     if flatten:
         groups = [None]
     else:
-        groups = _groups(mods)
+        groups = _groups(unique)
     log(f"[synth] {label} ({mode}): started, {verilog.count(chr(10))} Verilog lines, "
-        f"{len(mods)} modules" + ("" if flatten else f" in {len(groups)} Yosys runs"))
+        f"{len(mods)} modules" + ("" if flatten else f" ({len(unique)} unique) in {len(groups)} "
+                                                      "Yosys runs"))
     modules, seconds, cached, runs, failed = {}, 0.0, True, [], {}
     for i, group in enumerate(groups):
         if group is None:
             text, run_top, run_label = verilog, top, f"{label}-flat"
         else:
             members = set(group)
-            needed = {c for g in group for c in mods[g][1] if c not in members}
-            text = "".join(_stub(mods[c][0]) for c in sorted(needed))
-            text += "".join(mods[g][0] for g in group)
+            needed = {c for g in group for c in unique[g][1] if c not in members}
+            text = "".join(_stub(unique[c][0]) for c in sorted(needed))
+            text += "".join(unique[g][0] for g in group)
             run_top, run_label = None, f"{label}-hier{i:03d}"
         try:
             res = _run(root, lib, lib_rel, run_label, run_top, text, flatten, mods.keys(), log)
@@ -485,6 +550,13 @@ def synthesize(verilog: str, top: str, *, flatten: bool = False, liberty=None,
         if len(groups) > 1 and not res["cached"]:
             log(f"[synth] {label}: run {i + 1}/{len(groups)} ({len(group)} modules) "
                 f"{res['seconds']:.0f} s")
+    # every module of a kind has the statistics of the one synthesized, and its own submodules
+    for n, r in rep_of.items():
+        if r in failed:
+            failed[n] = failed[r]
+        elif r in modules:
+            modules[n] = {**modules[r], "submodules": dict(mods[n][1]),
+                          **({"same_as": r} if r != n else {})}
     wall = time.monotonic() - t0
     log(f"[synth] {label} ({mode}): finished in {wall:.0f} s"
         + (" (cached)" if cached else f" (Yosys {seconds:.0f} s)"))

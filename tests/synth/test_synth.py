@@ -116,6 +116,50 @@ def test_small_modules_get_the_full_abc_script_big_ones_the_fast_one(tmp_path, m
     assert full["ffs"] == fast["ffs"] == 36 and full["clock_gates"] == fast["clock_gates"] == 1
 
 
+class _TwoOfAKind(wiring.Component):
+    """Two _Registers (Amaranth writes a module for each) and a _TinyRam."""
+    en: In(1)
+    d: In(16)
+    en2: In(1)
+    d2: In(16)
+    q: Out(72 + 32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.a, m.submodules.b = a, b = _Registers(), _Registers()
+        m.submodules.ram = ram = _TinyRam()
+        # whole signals on both instances' ports (a slice on a port is written into the
+        # submodule as ports of its own, which would make the two modules differ)
+        m.d.comb += [a.en.eq(self.en), a.d.eq(self.d), b.en.eq(self.en2), b.d.eq(self.d2),
+                     ram.we.eq(self.en), ram.wdata.eq(self.d), ram.addr.eq(self.d[:6]),
+                     ram.raddr.eq(self.d[6:12]), self.q.eq(Cat(a.q, b.q, ram.rdata))]
+        return m
+
+
+def test_identical_modules_are_synthesized_once(tmp_path):
+    from amaranth.back import verilog
+
+    from ndpdimm.synth.flow import identical_modules, split_modules
+    text = verilog.convert(_TwoOfAKind(), name="top")
+    mods = split_modules(text)
+    assert {"top.a", "top.b", "top.ram"} <= set(mods)
+    same = identical_modules(mods)
+    assert same["top.b"] == same["top.a"] == "top.a"
+    assert same["top.ram"] == "top.ram" and same["top"] == "top"
+    res = synthesize(text, "top", root=tmp_path, log=lambda m: None)
+    a, b = res["modules"]["top.a"], res["modules"]["top.b"]
+    assert b["same_as"] == "top.a" and "same_as" not in a
+    assert b["logic_area_um2"] == a["logic_area_um2"] > 0 and b["ffs"] == a["ffs"] == 36
+    t = compose(res["modules"], "top")
+    assert t["instances"]["top.a"] == t["instances"]["top.b"] == 1
+    assert t["ffs"] == 2 * 36 + res["modules"]["top"]["ffs"] + res["modules"]["top.ram"]["ffs"]
+    assert t["macros"] == 1
+    # the same totals as a flattened run of the netlist (nothing lost or double counted)
+    flat = compose(synthesize(text, "top", flatten=True, root=tmp_path, log=lambda m: None)[
+        "modules"], "top")
+    assert t["ffs"] == flat["ffs"] and t["sram_bits"] == flat["sram_bits"]
+
+
 def test_ring_column_slots_are_clock_gated(tmp_path):
     from amaranth.back import verilog
 
