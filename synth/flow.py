@@ -419,25 +419,25 @@ def _own_gates(mod: dict, module_names) -> int:
                if t.lstrip("\\") not in module_names and t != "$mem_v2")
 
 
-def _full_abc_modules(run: Path, module_names) -> tuple:
+def _full_abc_modules(run: Path, module_names, max_cells: int) -> tuple:
     """Modules of a run's generic netlist mapped with the full ABC script (at most
-    :data:`ABC_FULL_MAX_CELLS` own gates, and a name a Yosys selection can spell); also
+    ``max_cells`` own gates, and a name a Yosys selection can spell); also
     written to ``abc_full.json`` in the run, which :func:`_collect` reads."""
     generic = _stat_modules(run / "generic.json")
     names = set(generic) | set(module_names)
     chosen = tuple(sorted(n for n, mod in generic.items()
-                          if _own_gates(mod, names) <= ABC_FULL_MAX_CELLS and _SELECTABLE.match(n)))
+                          if _own_gates(mod, names) <= max_cells and _SELECTABLE.match(n)))
     (run / "abc_full.json").write_text(json.dumps(list(chosen)))
     return chosen
 
 
 def _run(root: Path, lib, lib_rel: str, label: str, top, text: str, flatten: bool,
-         module_names, log) -> dict:
+         module_names, log, full_abc_max_cells: int) -> dict:
     """One Yosys process on ``text`` (cached by its hash); its ``_collect`` result."""
     probe = yosys_script(top, "RUN", lib_rel, flatten)
     h = hashlib.sha256()
     for part in (_SRC_ATTRIBUTE.sub("", text), probe, ABC_CONSTRAINTS, lib.sha256,
-                 yosys_version(), f"full abc up to {ABC_FULL_MAX_CELLS} generic gates"):
+                 yosys_version(), f"full abc up to {full_abc_max_cells} generic gates"):
         h.update(part.encode())
         h.update(b"\0")
     run_rel = Path("runs") / f"{label}-{h.hexdigest()[:16]}"
@@ -454,7 +454,8 @@ def _run(root: Path, lib, lib_rel: str, label: str, top, text: str, flatten: boo
     (run / "abc.constr").write_text(ABC_CONSTRAINTS)
     t0 = time.monotonic()
     for phase in ("generic", "mapping"):
-        full_abc = _full_abc_modules(run, module_names) if phase == "mapping" else ()
+        full_abc = (_full_abc_modules(run, module_names, full_abc_max_cells)
+                    if phase == "mapping" else ())
         script = yosys_script(top, run_rel.as_posix(), lib_rel, flatten,
                               full_abc).split(MAPPING_SPLIT)[phase == "mapping"]
         (run / f"{phase}.ys").write_text(script)
@@ -476,14 +477,17 @@ def _run(root: Path, lib, lib_rel: str, label: str, top, text: str, flatten: boo
 
 
 def synthesize(verilog: str, top: str, *, flatten: bool = False, liberty=None,
-               root: Path | None = None, label: str | None = None, log=print) -> dict:
+               root: Path | None = None, label: str | None = None, log=print,
+               full_abc_max_cells: int | None = None) -> dict:
     """Synthesize ``verilog`` (top module ``top``) and return per-module statistics.
 
     With the hierarchy kept (default) the netlist is split into its modules
     (:func:`split_modules`), packed into groups, and each group runs in its own
     Yosys process with the modules it instantiates from other groups as
     blackboxes: every module is synthesized once. ``flatten=True`` runs the
-    whole netlist flattened in one process.
+    whole netlist flattened in one process. ``full_abc_max_cells``: the largest module (own
+    generic gates) mapped with the full ABC script (default :data:`ABC_FULL_MAX_CELLS`; 0:
+    the fast script everywhere).
 
     Result: ``{"top", "flatten", "seconds", "cached", "run_dir", "modules": {name: {...}}}``
     where each module has its own (not its submodules') generic cells, flip-flops,
@@ -528,7 +532,8 @@ def synthesize(verilog: str, top: str, *, flatten: bool = False, liberty=None,
             text += "".join(unique[g][0] for g in group)
             run_top, run_label = None, f"{label}-hier{i:03d}"
         try:
-            res = _run(root, lib, lib_rel, run_label, run_top, text, flatten, mods.keys(), log)
+            res = _run(root, lib, lib_rel, run_label, run_top, text, flatten, mods.keys(), log,
+                       ABC_FULL_MAX_CELLS if full_abc_max_cells is None else full_abc_max_cells)
         except YosysError as e:
             if group is None:
                 raise
