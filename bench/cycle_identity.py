@@ -49,7 +49,8 @@ def run(config: CoreConfig, command: str, progress: bool = True) -> dict:
     return {
         **bench_header("cycle_identity", command),
         "config": config.as_dict(),
-        "harness_build": build.parent.name,
+        # the build directory (named by its source hash), not its obj/ folder
+        "harness_build": build.parent.parent.name,
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
         "simulated_cycles": cycles,

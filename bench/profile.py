@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     config = CoreConfig(n_units=args.units, act_lanes=args.act_lanes)   # bad values fail here
     _check_perf()
     from ndpdimm.cosim.rtl.harness import build_harness
-    lib = build_harness(config)
+    lib = build_harness(config)                 # <build dir>/obj/<shared library>
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "perf.data"
         workload = [sys.executable, "-m", "ndpdimm.bench.cycle_identity", "--units",
@@ -113,12 +113,15 @@ def main(argv=None) -> int:
                         *workload], check=True)
         samples = perf_symbols(data)
         ran = json.loads((Path(tmp) / "cycle_identity.json").read_text())
-    by_block, rows = attribute(samples, function_bodies(lib.parent / "obj"))
+    bodies = function_bodies(lib.parent)
+    if not bodies:
+        raise SystemExit(f"profile: no Verilated functions found in {lib.parent}")
+    by_block, rows = attribute(samples, bodies)
     res = {
         **bench_header("profile", "python -m ndpdimm.bench.profile " + " ".join(
             argv if argv is not None else sys.argv[1:])),
         "config": config.as_dict(),
-        "harness_build": lib.parent.name,
+        "harness_build": lib.parent.parent.name,
         "workload": "python -m ndpdimm.bench.cycle_identity (142 points, one process)",
         "simulated_cycles": ran["simulated_cycles"],
         "cycles_per_cpu_second": ran["cycles_per_cpu_second"],
