@@ -36,7 +36,9 @@ __all__ = ["function_bodies", "block_of", "attribute", "perf_symbols", "main"]
 
 #: Sampling frequency of ``perf record`` (Hz): a prime, off the kernel's tick.
 FREQUENCY = 299
-_MODEL_FUNCTION = re.compile(r"\n(?:VL_ATTR_COLD )?void (Vtop___024root___\w+)\(")
+# a definition (a declaration or a call elsewhere ends in ";" and is not one)
+_MODEL_FUNCTION = re.compile(r"\n(?:VL_ATTR_COLD |VL_INLINE_OPT )?void (Vtop___024root___\w+)"
+                             r"\([^)]*\)\s*\{")
 _CORE_BLOCK = re.compile(r"ndp_harness_top__DOT__core__DOT__([a-z0-9_]+?)__DOT__")
 _HARNESS = re.compile(r"ndp_harness_top__DOT__(?!core__DOT__)")
 OUTSIDE = "outside the model"

@@ -31,11 +31,16 @@ void Vtop___024root___eval_triggers(Vtop___024root* vlSelf) {
 def test_functions_go_to_the_block_they_name_most(tmp_path):
     (tmp_path / "Vtop___024root__0.cpp").write_text(_CPP)
     (tmp_path / "unrelated.cpp").write_text("void Vtop___024root___other() {}\n")
+    # another file declares and calls a function defined above: not its body
+    (tmp_path / "Vtop___024root__9.cpp").write_text(
+        "\nvoid Vtop___024root___nba_comb__TOP__1(Vtop___024root* vlSelf);\n"
+        "\nvoid Vtop___024root___eval_nba(Vtop___024root* vlSelf) {\n"
+        "    Vtop___024root___nba_comb__TOP__1(vlSelf);\n}\n")
     bodies = profile.function_bodies(tmp_path)
     assert set(bodies) == {"Vtop___024root___nba_comb__TOP__1",
                            "Vtop___024root___nba_sequent__TOP__0",
                            "Vtop___024root___ico_sequent__TOP__0",
-                           "Vtop___024root___eval_triggers"}
+                           "Vtop___024root___eval_triggers", "Vtop___024root___eval_nba"}
     assert profile.block_of(bodies["Vtop___024root___nba_comb__TOP__1"]) == "streamer"
     assert profile.block_of(bodies["Vtop___024root___nba_sequent__TOP__0"]) == "engine"
     assert profile.block_of(bodies["Vtop___024root___ico_sequent__TOP__0"]) == "harness"
