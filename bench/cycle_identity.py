@@ -43,7 +43,7 @@ def run(config: CoreConfig, command: str, progress: bool = True) -> dict:
     points = sets["calibration"] + sets["held_out"]
     build = build_harness(config, progress=progress)
     t0, c0 = time.perf_counter(), time.process_time()
-    records, _ = calibrate._shard_worker((config.as_dict(), points, False))
+    records, _ = calibrate.measure_on_rtl(config, points)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cycles = sum(r["rtl_sim_cycles"] for r in records)
     return {

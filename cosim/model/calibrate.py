@@ -76,7 +76,7 @@ from ndpdimm.hw.memory.port import Status
 
 __all__ = ["point_sets", "point_fields", "expected_status", "run_points", "fit", "evaluate",
            "calibrate", "report", "held_out_table", "add_arguments", "run", "main", "BENCH_256",
-           "error_summary"]
+           "error_summary", "measure_on_rtl"]
 
 REPO = Path(__file__).resolve().parents[2]
 #: The 256-unit GEMV bandwidth bench that pins the DRAM-bound path.
@@ -563,18 +563,23 @@ class _Runner:
         return {"gap_samples": gaps, **lat}
 
 
-def _shard_worker(args):
-    config_dict, pts, with_extras = args
+def measure_on_rtl(config: CoreConfig, points, with_extras: bool = False) -> tuple:
+    """``points`` (of :func:`point_sets`; sequences too) run in this order on one fresh harness
+    of ``config``, from reset: (their records, the extras measurement or None)."""
     from ndpdimm.cosim.rtl.harness import RtlBackend
-    config = CoreConfig(**config_dict)
     out, extras = [], None
     with RtlBackend(config, progress=False) as b:
         r = _Runner(b, config)
         if with_extras:
             extras = r.extras()
-        for pt in pts:
+        for pt in points:
             out.append(r.sequence(pt) if "set" in pt else r.measure(pt))
     return out, extras
+
+
+def _shard_worker(args):
+    config_dict, pts, with_extras = args
+    return measure_on_rtl(CoreConfig(**config_dict), pts, with_extras)
 
 
 def replay_sequence(model: PerfModel, config: CoreConfig, rec: dict) -> dict:

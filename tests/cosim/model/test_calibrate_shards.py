@@ -90,3 +90,14 @@ def test_store_ignores_half_written_and_foreign_files(tmp_path):
     assert store.get("b") is None
     store._path("c").write_text('{"name": "not c", "record": 1}\n')
     assert store.get("c") is None
+
+
+def test_measure_on_rtl_is_the_same_from_reset_every_time():
+    # what bench/cycle_identity.py relies on: one process, one order, from reset -> same cycles
+    pts = _points()
+    first, extras = calibrate.measure_on_rtl(SMALL, pts)
+    again, _ = calibrate.measure_on_rtl(SMALL, pts)
+    assert extras is None and [r["name"] for r in first] == list(NAMES)
+    assert [(r["status"], r["rtl_cycles"], r["start_cycle"]) for r in first] == \
+        [(r["status"], r["rtl_cycles"], r["start_cycle"]) for r in again]
+    assert all(r["rtl_cycles"] > 0 for r in first)
