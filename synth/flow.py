@@ -32,7 +32,8 @@ pays from two flip-flops; we gate only sets of at least
 :data:`CLOCK_GATE_MIN_FFS` (a byte), each a leaf of the clock tree of its own.
 Flip-flops with a synchronous reset keep their multiplexers (a reset needs the
 clock), which is why the RTL leaves wide data registers that need none without
-one (the weight streamer's ring words). Yosys' ``stat -tech cmos`` has no
+one (the weight streamer's ring words, the bit-serial unit's weight word and
+datapath registers). Yosys' ``stat -tech cmos`` has no
 transistor count for a clock gate: the transistor estimate leaves the gates
 out, and the statistics count them (``clock_gates``).
 
@@ -87,9 +88,8 @@ from ndpdimm.synth.liberty import load_library
 from ndpdimm.synth.sram_macro import macro_area_um2, macros_from_yosys_json
 
 __all__ = ["CLOCK_PERIOD_PS", "GROUP_LINES", "YosysError", "synth_root", "yosys_script",
-           "split_modules", "identical_modules", "synthesize", "compose", "GENERIC_FF", "CLOCK_GATE_MIN_FFS",
-           "ABC_FAST", "ABC_FULL_MAX_CELLS",
-           "yosys_version"]
+           "split_modules", "identical_modules", "synthesize", "compose", "GENERIC_FF",
+           "CLOCK_GATE_MIN_FFS", "ABC_FAST", "ABC_FULL_MAX_CELLS", "yosys_version"]
 
 #: The SPEC's clock (1 GHz), for the path estimate's comparison.
 CLOCK_PERIOD_PS = 1000
@@ -356,8 +356,9 @@ def _canonical_auto_names(text: str) -> str:
 def identical_modules(mods: dict) -> dict:
     """``{name: representative}`` for the modules of :func:`split_modules`: two modules are
     identical when their Verilog is the same once the names of the modules they instantiate
-    are replaced by those modules' representatives (bottom-up) and ``src`` attributes and
-    their own names and the counters of Yosys' generated names are dropped. The representative is the first of its kind in file order.
+    are replaced by those modules' representatives (bottom-up) and ``src`` attributes, their
+    own names and the counters of Yosys' generated names are dropped. The representative is
+    the first of its kind in file order.
 
     Amaranth writes one module per instance of an elaborated component (the activation unit's
     16 lanes are 16 modules, each with its adders); the flow synthesizes one of a kind and
