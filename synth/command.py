@@ -21,7 +21,7 @@ Steps (each block prints started / finished / seconds; results are cached, see
 ``--report-only`` skips steps 1-4: it reads ``--out``/``area.json`` of an earlier
 run, recomputes the 7 nm columns from its 45 nm figures (``synth/scaling.py``)
 and rewrites the three files (:func:`ndpdimm.synth.report.rerender`); seconds
-instead of the full run's ~20 minutes.
+instead of the full run's ~15 minutes.
 
 Entry points for the CLI: :func:`add_arguments` and :func:`run`.
 """
