@@ -240,10 +240,7 @@ def _collect(run: Path, lib, module_names=()) -> dict:
     for name in sorted(generic):
         g, mp = generic[name], mapped.get(name, {"num_cells_by_type": {}})
         subs = {t: n for t, n in g["num_cells_by_type"].items() if t in names}
-        gen_types = {t: n for t, n in g["num_cells_by_type"].items()
-                     if t not in names and t != "$mem_v2"}
-        lib_types = {t: n for t, n in mp["num_cells_by_type"].items()
-                     if t not in names and t != "$mem_v2"}
+        gen_types, lib_types = _own_cells(g, names), _own_cells(mp, names)
         unknown = sorted(t for t in lib_types if t not in lib.area_um2)
         if unknown:
             raise YosysError(f"{run}: module {name} has unmapped cells {unknown}")
@@ -414,10 +411,11 @@ def _groups(mods: dict) -> list:
 _SELECTABLE = re.compile(r"^[A-Za-z_][\w.$]*$")
 
 
-def _own_gates(mod: dict, module_names) -> int:
-    """Generic gates of a module itself (no submodule instances, no memories)."""
-    return sum(n for t, n in mod["num_cells_by_type"].items()
-               if t.lstrip("\\") not in module_names and t != "$mem_v2")
+def _own_cells(mod: dict, module_names) -> dict:
+    """``{cell type: count}`` of a module's own cells in a Yosys ``stat`` (no submodule
+    instances, no memories)."""
+    return {t: n for t, n in mod["num_cells_by_type"].items()
+            if t not in module_names and t != "$mem_v2"}
 
 
 def _full_abc_modules(run: Path, module_names, max_cells: int) -> tuple:
@@ -427,7 +425,8 @@ def _full_abc_modules(run: Path, module_names, max_cells: int) -> tuple:
     generic = _stat_modules(run / "generic.json")
     names = set(generic) | set(module_names)
     chosen = tuple(sorted(n for n, mod in generic.items()
-                          if _own_gates(mod, names) <= max_cells and _SELECTABLE.match(n)))
+                          if sum(_own_cells(mod, names).values()) <= max_cells
+                          and _SELECTABLE.match(n)))
     (run / "abc_full.json").write_text(json.dumps(list(chosen)))
     return chosen
 
