@@ -33,7 +33,9 @@ from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.model import calibrate
 
-__all__ = ["run", "compare", "main"]
+__all__ = ["run", "compare", "workload_parser", "workload_config", "command_line", "main"]
+
+PROG = "python -m ndpdimm.bench.cycle_identity"
 
 
 def run(config: CoreConfig, command: str, progress: bool = True) -> dict:
@@ -73,12 +75,31 @@ def compare(new: dict, old: dict) -> list:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ndpdimm.bench.cycle_identity",
-                                description=__doc__.split("\n\n")[0])
+def workload_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """The arguments of a benchmark of this workload (``--units``, ``--act-lanes``, ``--out``);
+    also :mod:`ndpdimm.bench.profile`'s."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     p.add_argument("--units", type=int, default=256)
     p.add_argument("--act-lanes", type=int, default=256)
     p.add_argument("--out", required=True, help="JSON file to write")
+    return p
+
+
+def workload_config(parser: argparse.ArgumentParser, args) -> CoreConfig:
+    """The core of ``--units`` / ``--act-lanes``; a bad value is a usage error (exit 2)."""
+    try:
+        return CoreConfig(n_units=args.units, act_lanes=args.act_lanes)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def command_line(prog: str, argv) -> str:
+    """The command a result records: ``prog`` and the arguments it ran with."""
+    return prog + " " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def main(argv=None) -> int:
+    p = workload_parser(PROG, __doc__)
     p.add_argument("--against", help="an earlier run's JSON: list the points that differ")
     args = p.parse_args(argv)
     old = None
@@ -90,11 +111,10 @@ def main(argv=None) -> int:
             old["config"], old["points"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             p.error(f"--against {args.against}: not a cycle_identity result ({e})")
-    config = CoreConfig(n_units=args.units, act_lanes=args.act_lanes)
+    config = workload_config(p, args)
     if old is not None and old["config"] != config.as_dict():
         p.error(f"{args.against} is of another configuration: {old['config']}")
-    res = run(config, "python -m ndpdimm.bench.cycle_identity " + " ".join(
-        argv if argv is not None else sys.argv[1:]))
+    res = run(config, command_line(PROG, argv))
     if old is not None:
         diff = compare(res, old)
         res["against"] = {"file": args.against, "git_commit": old.get("git_commit"),

@@ -19,7 +19,6 @@ their block, the sample count and the commands. Needs ``perf`` (Debian's
 that message before any run.
 """
 
-import argparse
 import collections
 import json
 import re
@@ -29,11 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ndpdimm.bench.cycle_identity import command_line, workload_config, workload_parser
 from ndpdimm.bench.gemv import bench_header
-from ndpdimm.cosim.backend import CoreConfig
 
 __all__ = ["function_bodies", "block_of", "attribute", "perf_symbols", "main"]
 
+PROG = "python -m ndpdimm.bench.profile"
 #: Sampling frequency of ``perf record`` (Hz): a prime, off the kernel's tick.
 FREQUENCY = 299
 # a definition (a declaration or a call elsewhere ends in ";" and is not one)
@@ -96,13 +96,9 @@ def _check_perf():
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ndpdimm.bench.profile",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--units", type=int, default=256)
-    p.add_argument("--act-lanes", type=int, default=256)
-    p.add_argument("--out", required=True, help="JSON file to write")
-    args = p.parse_args(argv)
-    config = CoreConfig(n_units=args.units, act_lanes=args.act_lanes)   # bad values fail here
+    parser = workload_parser(PROG, __doc__)
+    args = parser.parse_args(argv)
+    config = workload_config(parser, args)          # a bad value stops here, before any run
     _check_perf()
     from ndpdimm.cosim.rtl.harness import build_harness
     lib = build_harness(config)                 # <build dir>/obj/<shared library>
@@ -120,8 +116,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"profile: no Verilated functions found in {lib.parent}")
     by_block, rows = attribute(samples, bodies)
     res = {
-        **bench_header("profile", "python -m ndpdimm.bench.profile " + " ".join(
-            argv if argv is not None else sys.argv[1:])),
+        **bench_header("profile", command_line(PROG, argv)),
         "config": config.as_dict(),
         "harness_build": lib.parent.parent.name,
         "workload": "python -m ndpdimm.bench.cycle_identity (142 points, one process)",

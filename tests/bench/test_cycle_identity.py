@@ -50,3 +50,9 @@ def test_against_a_missing_or_foreign_file_is_refused(tmp_path, capsys, content)
                              "--against", str(f)])
     assert "not a cycle_identity result" in capsys.readouterr().err
     assert not (tmp_path / "new.json").exists()
+
+
+def test_a_bad_core_size_is_a_usage_error_before_any_run(capsys):
+    with pytest.raises(SystemExit) as e:
+        cycle_identity.main(["--units", "256", "--act-lanes", "0", "--out", "unused.json"])
+    assert e.value.code == 2 and "act_lanes" in capsys.readouterr().err

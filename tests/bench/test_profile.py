@@ -69,3 +69,10 @@ def test_report_lines_are_parsed(monkeypatch):
     assert profile.perf_symbols("unused") == [(4.97, "Vtop___024root___nba_comb__TOP__1"),
                                               (0.27, "clear_page_erms"),
                                               (0.10, "_PyEval_EvalFrameDefault")]
+
+
+def test_a_bad_core_size_is_a_usage_error_before_any_run(capsys):
+    import pytest
+    with pytest.raises(SystemExit) as e:
+        profile.main(["--units", "0", "--out", "unused.json"])
+    assert e.value.code == 2 and "n_units" in capsys.readouterr().err
