@@ -902,10 +902,11 @@ def sequence_params(params: PerfParams, recs: list) -> PerfParams:
 
 
 def _fit_replayed(config: CoreConfig, params: PerfParams, bounds: dict, runs: list,
-                  residuals) -> PerfParams:
+                  residuals, points: tuple = ()) -> PerfParams:
     """Least squares of the parameters in ``bounds`` (name -> (lo, hi)), each evaluation
     replaying ``runs`` on the model backend; ``residuals(rtl_record, model_record)`` gives
-    each run's relative residuals."""
+    each run's relative residuals. ``points``: single-descriptor records whose relative
+    residuals join them (records the same parameters also time)."""
     if not runs:
         return params
     import numpy as np
@@ -915,7 +916,8 @@ def _fit_replayed(config: CoreConfig, params: PerfParams, bounds: dict, runs: li
     def res(x):
         model = PerfModel(config, params.replace(**dict(zip(names, map(float, x)))))
         return np.array([e for r in runs
-                         for e in residuals(r, replay_sequence(model, config, r))])
+                         for e in residuals(r, replay_sequence(model, config, r))] +
+                        [_predict(model, p) / p["rtl_cycles"] - 1 for p in points])
 
     lo = [bounds[n][0] for n in names]
     hi = [bounds[n][1] for n in names]
@@ -939,15 +941,19 @@ def fit_host(config: CoreConfig, params: PerfParams, recs: list) -> PerfParams:
 
 
 #: Parameters fitted to the calibration ``debt`` runs (replayed on the model backend).
-DEBT_FITTED = {"refresh_idle": (300, 600), "refresh_lead": (0, 300), "dma_owed_slowdown": (0, 1)}
+#: ``refresh_lead`` is measured (``PerfParams``): the debt runs' probes fix only
+#: ``refresh_idle - refresh_lead``.
+DEBT_FITTED = {"refresh_idle": (300, 600)}
 
 
-def fit_debt(config: CoreConfig, params: PerfParams, recs: list) -> PerfParams:
-    """Least squares of :data:`DEBT_FITTED` to the calibration debt runs: the cycles of the
-    DMA a refresh falls due in, and of the probe after it."""
+def fit_debt(config: CoreConfig, params: PerfParams, recs: list, points: list = ()) -> PerfParams:
+    """Least squares of :data:`DEBT_FITTED` to the calibration debt runs (the cycles of the
+    DMA a refresh falls due in, and of the probe after it) and the calibration DMA ``points``
+    (a DMA dispatched just after a refresh fell due waits for it)."""
     runs = [r for r in recs if r["spec"]["kind"] == "debt"]
+    dmas = tuple(p for p in points if p["spec"]["kind"] == "dma" and p["status"] == "OK")
     return _fit_replayed(config, params, DEBT_FITTED, runs, lambda r, m: [
-        m["cycles"] / r["cycles"] - 1, m["first_cycles"] / r["first_cycles"] - 1])
+        m["cycles"] / r["cycles"] - 1, m["first_cycles"] / r["first_cycles"] - 1], dmas)
 
 
 def evaluate_sequences(model: PerfModel, config: CoreConfig, recs: list) -> list:
@@ -1080,7 +1086,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
         params, bench_rows = fit_dram_bound(params)
         params = fit(config, cal, start=params)
     seq_cal = [r for r in seq_recs if r["set"] == "calibration"]
-    params = fit_debt(config, sequence_params(params, seq_cal), seq_cal)
+    params = fit_debt(config, sequence_params(params, seq_cal), seq_cal, cal)
     params = fit_host(config, params, seq_cal)
     model = PerfModel(config, params, source="calibration", calibrated=True)
     seq_rows = evaluate_sequences(model, config, seq_recs)
