@@ -8,9 +8,11 @@ backend for a few counts of selected neurons (``samples``) at the model's
 hidden size, and fits ``cycles = fixed + per_neuron x k`` by least squares;
 the placement ILP (``sw/scenarios/hermes/partition.py``) takes ``per_neuron`` (in
 seconds at the NDP clock) as its DIMM cost. The weights used are random FP16
-values of the model's shapes (only timing matters here), ``max(samples)``
-neurons of them. The result records the backend, so every scenario number
-traces back to RTL cycles or the calibrated model.
+values of the model's shapes (only timing matters here), ``pool`` neurons of
+them: the cold neurons one DIMM stores in a layer (a run measures the line
+again at its placement's pool, :func:`with_neuron_pool`). The result records
+the backend, so every scenario number traces back to RTL cycles or the
+calibrated model.
 
 The other kernels Hermes puts on a DIMM are measured the same way, each fitted
 to a line (:class:`LinearCost`, ``cycles = fixed + slope x n``):
@@ -50,8 +52,8 @@ from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 
 __all__ = ["NeuronCost", "ndp_neuron_cost", "LinearCost", "ndp_dense_cost", "ndp_attention_cost",
-           "link_merge_cost", "Costs", "measure_costs", "replay_cold_mlp", "replay_qkv_dense",
-           "replay_attention"]
+           "link_merge_cost", "Costs", "measure_costs", "with_neuron_pool", "replay_cold_mlp",
+           "replay_qkv_dense", "replay_attention"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,7 @@ class NeuronCost:
     samples: tuple            # (neurons, cycles) measured
     backend: str
     hidden: int
+    pool: int                 # neurons stored, the activated ones drawn from them
 
     @property
     def per_neuron_seconds(self) -> float:
@@ -77,16 +80,23 @@ def _random(shape, gen, dtype):
 
 
 def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed: int = 0,
-                    batch: int = 1, dtype: str = "fp16") -> NeuronCost:
+                    batch: int = 1, dtype: str = "fp16", pool: int | None = None) -> NeuronCost:
     """Fit the NDP time of ``k`` activated neurons of ``model``'s MLP on ``dimm`` (see the module
     docstring); ``batch`` tokens share the weight stream; ``dtype`` "fp16" or "int8" (the
-    neurons' weights and the activations stored in INT8: half the DRAM bytes)."""
+    neurons' weights and the activations stored in INT8: half the DRAM bytes). ``pool``: the
+    neurons the DIMM stores, the ``k`` drawn from them (default ``max(samples)``): where their
+    rows fall over the ranks and bank groups sets a random gather's spread, so the line is
+    measured at the placement's own pool (``sw/scenarios/hermes/scenario.py``)."""
     samples = tuple(samples)
     _check_samples(samples, batch)
     if dtype not in ("fp16", "int8"):
         raise ValueError(f"dtype must be 'fp16' or 'int8', got {dtype!r}")
+    pool = max(samples) if pool is None else pool
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < max(samples):
+        raise ValueError(f"the neuron pool must be an int >= the largest sample "
+                         f"({max(samples)}), got {pool!r}")
     gen = torch.Generator().manual_seed(seed)
-    n, h = max(samples), model.hidden
+    n, h = pool, model.hidden
     up = dimm.store_weights(_random((n, h), gen, dtype))
     down = dimm.store_weights(_random((n, h), gen, dtype), layout="axpy")
     x = _random((batch, h), gen, dtype)
@@ -103,7 +113,7 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
         dimm.free(down.buffer)
     slope, fixed = _fit(points)
     return NeuronCost(per_neuron_cycles=slope, fixed_cycles=fixed,
-                      samples=tuple(points), backend=dimm.name, hidden=h)
+                      samples=tuple(points), backend=dimm.name, hidden=h, pool=n)
 
 
 def _neuron_kernel(dimm: Dimm, up, down, x, make_hk, idx, gated: bool, fetch: bool) -> list:
@@ -214,17 +224,21 @@ def _attention_kernel(dimm: Dimm, k, vt, q, scale: float, data: bool, fetch: boo
 
 def replay_cold_mlp(dimm: Dimm, p: dict, seed: int) -> list:
     """One DIMM's activated cold neurons (``k`` of ``hidden``, batch ``batch``, ``dtype``,
-    ``gated``) on synthetic weights from ``seed``: ``k`` neurons drawn from a pool of ``2 k``
-    (the DIMM's real pool is larger; a neuron's rows are whole DRAM rows at full size, so the
-    spacing changes little). Returns the kernels' outputs."""
+    ``gated``) on synthetic weights from ``seed``: ``k`` neurons drawn from the DIMM's
+    ``pool`` of cold neurons in that layer, as the scenario placed them (the cost line is
+    measured the same way). Returns the kernels' outputs."""
     gen = torch.Generator().manual_seed(seed)
     k, h, b, dt = p["k"], p["hidden"], p["batch"], p["dtype"]
-    up = dimm.store_weights(_random((2 * k, h), gen, dt))
-    down = dimm.store_weights(_random((2 * k, h), gen, dt), layout="axpy")
+    pool = p.get("pool")
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < k:
+        raise ValueError(f"a cold_mlp invocation needs its DIMM's neuron pool (an int >= k = "
+                         f"{k}), got {pool!r}")
+    up = dimm.store_weights(_random((pool, h), gen, dt))
+    down = dimm.store_weights(_random((pool, h), gen, dt), layout="axpy")
     try:
-        idx = torch.randperm(2 * k, generator=gen)[:k].sort().values
+        idx = torch.randperm(pool, generator=gen)[:k].sort().values
         return _neuron_kernel(dimm, up, down, _random((b, h), gen, dt),
-                              lambda: _random((b, 2 * k), gen, dt), idx, p["gated"], fetch=True)
+                              lambda: _random((b, pool), gen, dt), idx, p["gated"], fetch=True)
     finally:
         dimm.free(up.buffer)
         dimm.free(down.buffer)
@@ -311,26 +325,40 @@ class Costs:
                 "neuron": {"per_neuron_cycles": self.neuron.per_neuron_cycles,
                            "fixed_cycles": self.neuron.fixed_cycles,
                            "samples": [list(p) for p in self.neuron.samples],
-                           "backend": self.neuron.backend},
+                           "pool": self.neuron.pool, "backend": self.neuron.backend},
                 "dense_rows": lin(self.dense), "attention": lin(self.attention),
                 "merge": lin(self.merge)}
 
 
+def _cost_dimm(cfg: HermesConfig, core: CoreConfig) -> Dimm:
+    """The DIMM the NDP lines are measured on (``cfg.backend``, timing only on the model)."""
+    kwargs = {"functional": False} if cfg.backend == "model" else {}
+    return Dimm(cfg.backend, core, **kwargs)
+
+
+def _neuron_samples(cfg: HermesConfig, pool: int | None) -> tuple:
+    """Activated-neuron counts of the neuron line: (64, 256, 1024) on the model, (16, 64, 128)
+    on the RTL (it simulates every cycle; the fit is a line either way), within ``pool``."""
+    rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
+    if pool is None or pool >= max(rows):
+        return rows
+    return tuple(sorted({max(1, pool // 16), max(2, pool // 4), pool}))
+
+
 def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=None,
-                  core: CoreConfig | None = None) -> Costs:
+                  core: CoreConfig | None = None, neuron_pool: int | None = None) -> Costs:
     """NDP kernel lines through the driver API on ``cfg.backend`` (see the module docstring);
-    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes)."""
+    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes);
+    ``neuron_pool``: the cold neurons a DIMM stores (default: the largest sample)."""
     t0 = time.perf_counter()
     core = cfg.core() if core is None else core
-    kwargs = {"functional": False} if cfg.backend == "model" else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        # the RTL simulates every cycle: smaller samples (the fit is a line either way)
-        rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
+        rows = _neuron_samples(cfg, None)
         contexts = (128, 512) if cfg.backend == "model" else (32, 96)
-        with Dimm(cfg.backend, core, **kwargs) as dimm:
-            neuron = ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch,
-                                     dtype=cfg.cold_dtype)
+        with _cost_dimm(cfg, core) as dimm:
+            neuron = ndp_neuron_cost(model, dimm, samples=_neuron_samples(cfg, neuron_pool),
+                                     batch=cfg.batch, dtype=cfg.cold_dtype, pool=neuron_pool)
             dense = ndp_dense_cost(model, dimm, samples=rows, batch=cfg.batch)
             attention = ndp_attention_cost(model, dimm, samples=contexts)
         merge = link_merge_cost(core)
@@ -339,3 +367,18 @@ def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=
             log(f"[hermes] note: {w}")
     return Costs(GpuModel(hardware.gpu), hardware, neuron, dense, attention, merge, cfg.backend,
                  core, time.perf_counter() - t0)
+
+
+def with_neuron_pool(costs: Costs, cfg: HermesConfig, model: ModelShape, pool: int) -> Costs:
+    """``costs`` with the neuron line measured again at ``pool`` cold neurons a DIMM (on the
+    same backend and core); ``costs`` itself if it was measured at that pool."""
+    if costs.neuron.pool == pool:
+        return costs
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with _cost_dimm(cfg, costs.core) as dimm:
+            neuron = ndp_neuron_cost(model, dimm, samples=_neuron_samples(cfg, pool),
+                                     batch=cfg.batch, dtype=cfg.cold_dtype, pool=pool)
+    return dataclasses.replace(costs, neuron=neuron,
+                               seconds=costs.seconds + time.perf_counter() - t0)

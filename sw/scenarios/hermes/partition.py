@@ -66,7 +66,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["PartitionProblem", "Partition", "solve_partition", "snake_split"]
+__all__ = ["PartitionProblem", "Partition", "solve_partition", "snake_split", "cold_pool"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +152,15 @@ def snake_split(weights: np.ndarray, dimms: int) -> np.ndarray:
     out = np.empty(len(order), dtype=np.int64)
     out[order] = slot
     return out
+
+
+def cold_pool(dimm: np.ndarray, dimms: int) -> int:
+    """The cold neurons a DIMM stores in a layer under the placement ``dimm`` ([layers,
+    neurons], the DIMM of each cold neuron, -1 on the GPU): the upper median over layers and
+    DIMMs (a count some DIMM has; 0 if no neuron is cold)."""
+    counts = np.stack([np.bincount(row[row >= 0], minlength=dimms) for row in dimm]).ravel()
+    counts = np.sort(counts[counts > 0])
+    return int(counts[len(counts) // 2]) if len(counts) else 0
 
 
 def _groups(freq_row: np.ndarray, group: int):

@@ -51,7 +51,7 @@ from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, ELEM, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.costs import Costs, measure_costs
+from ndpdimm.sw.scenarios.hermes.costs import Costs, measure_costs, with_neuron_pool
 from ndpdimm.sw.scenarios.hermes.energy import (
     EnergyModel,
     PriceCatalog,
@@ -59,7 +59,7 @@ from ndpdimm.sw.scenarios.hermes.energy import (
     load_energy,
     reference_gpu,
 )
-from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, solve_partition
+from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, cold_pool, solve_partition
 from ndpdimm.sw.scenarios.hermes.timing import (
     _accelerate_layers,
     _cpu_seconds,
@@ -244,6 +244,15 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
         return {"predictor": {"operating_points": _operating_points(workload, part, thresholds)},
                 "wall_seconds": time.perf_counter() - t_start}
     place = _Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
+    # the activated cold neurons are drawn from the DIMM's own cold neurons of the layer: where
+    # their rows fall sets a gather's spread, so the decode charges the line at that pool (the
+    # ILP above placed with the line at the default pool; the per-neuron slope it needs moves
+    # little)
+    pool = cold_pool(part.dimm, dimms)
+    if pool and pool != costs.neuron.pool:
+        log(f"[hermes] cold-neuron line again at the placement's pool ({pool} neurons a DIMM "
+            f"and layer) ...")
+        costs = with_neuron_pool(costs, cfg, model, pool)
     dense_part = _placement(cfg, costs, sh, np.ones_like(freq), dimms, gpu_budget=ndp_budget,
                             side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                             dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed

@@ -261,7 +261,8 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
             if kernels is not None:
-                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k)
+                pool = np.bincount(dimm[l][dimm[l] >= 0], minlength=dimms)
+                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k, pool)
             tl.ndp_busy += float(ndp_mlp.sum()) + \
                 (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
                 costs.attention.seconds(c) * pairs
@@ -368,8 +369,10 @@ def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pai
     tl.lay(LAYER, f"layer {l}", t_qkv, tl.seconds - t_qkv, layer=l, sample=s, context=c)
 
 
-def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_dimm):
-    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``_ndp_run`` charged."""
+def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_dimm, pool):
+    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``_ndp_run`` charged
+    (``per_dimm``: each DIMM's activated cold neurons, ``pool``: the cold neurons it stores in
+    the layer, which a replay draws them from)."""
     m, B, H = sh.model, sh.batch, sh.H
     if ndp_rows:
         kernels.add("qkv_dense", {"rows": ndp_rows, "hidden": H, "batch": B},
@@ -378,9 +381,12 @@ def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_d
                               "group": m.heads // m.kv_heads},
                 costs.attention.cycles(context), count=pairs)
     n = costs.neuron
-    for k, count in zip(*np.unique(per_dimm[per_dimm > 0], return_counts=True)):
-        kernels.add("cold_mlp", {"k": int(k), "hidden": H, "batch": B, "dtype": cfg.cold_dtype,
-                                 "gated": m.mlp == "gated"},
+    busy = per_dimm > 0
+    pairs_kp, counts = np.unique(np.stack([per_dimm[busy], pool[busy]], axis=1), axis=0,
+                                 return_counts=True)
+    for (k, p), count in zip(pairs_kp, counts):
+        kernels.add("cold_mlp", {"k": int(k), "pool": int(p), "hidden": H, "batch": B,
+                                 "dtype": cfg.cold_dtype, "gated": m.mlp == "gated"},
                     n.fixed_cycles + n.per_neuron_cycles * int(k), count=int(count))
 
 

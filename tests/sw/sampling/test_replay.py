@@ -18,7 +18,8 @@ from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
 
 CORE = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)   # the test core
 
-SHAPES = {"cold_mlp": {"k": 12, "hidden": 128, "batch": 2, "dtype": "fp16", "gated": True},
+SHAPES = {"cold_mlp": {"k": 12, "pool": 40, "hidden": 128, "batch": 2, "dtype": "fp16",
+                       "gated": True},
           "qkv_dense": {"rows": 24, "hidden": 128, "batch": 3},
           "attention": {"context": 40, "head_dim": 32, "group": 2},
           "expert": {"hidden": 64, "ffn": 32, "tokens": 5, "dtype": "float16"}}
@@ -62,6 +63,23 @@ def test_every_recipe_replays_and_is_deterministic_on_the_model():
         assert a["rtl_backend_cycles"] == a["model_backend_cycles"] == b["model_backend_cycles"] > 0
 
 
+@pytest.mark.parametrize("pool", [None, 11, 12.0, True])
+def test_a_cold_mlp_replay_needs_its_pool(pool):
+    p = {k: v for k, v in SHAPES["cold_mlp"].items() if k != "pool"}
+    if pool is not None:
+        p["pool"] = pool
+    with pytest.raises(ValueError, match="pool"):
+        replay_one("cold_mlp", p, 0, CORE, backend="model")
+
+
+def test_a_cold_mlp_replay_draws_from_its_pool():
+    """The pool is what the up rows are stored as: another pool, another gather."""
+    small = replay_one("cold_mlp", SHAPES["cold_mlp"], 3, CORE, backend="model")
+    large = replay_one("cold_mlp", {**SHAPES["cold_mlp"], "pool": 400}, 3, CORE, backend="model")
+    assert small["bit_exact"] and large["bit_exact"]
+    assert small["model_backend_cycles"] != large["model_backend_cycles"]
+
+
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="'gemm'"):
         replay_one("gemm", {}, 0, CORE, backend="model")
@@ -87,7 +105,15 @@ def test_a_reduced_hermes_run_replays_its_sample_on_the_rtl(tmp_path, capsys):
                   .replace("memory_gb = 24.0", "memory_gb = 0.002"))
     cfg = HermesConfig(model=str(model), hardware=str(hw), tokens=4, prompt=32, profile_tokens=16,
                        sample_layers=2, gpu_reserve_gb=0.0, group=64)
-    r = run_hermes(cfg, log=_quiet, core=CORE, rtl_samples=2, rtl_seed=5, rtl_workers=0)
+    kernels = KernelLog()
+    r = run_hermes(cfg, log=_quiet, core=CORE, rtl_samples=2, rtl_seed=5, rtl_workers=0,
+                   kernels=kernels)
+    # each cold-MLP invocation records its DIMM's cold neurons of the layer, which the cost
+    # line was measured at (their upper median) and its replay draws from
+    pools = [e.params["pool"] for e in kernels.entries("cold_mlp")]
+    assert pools and all(e.params["k"] <= e.params["pool"] <= 512
+                         for e in kernels.entries("cold_mlp"))
+    assert min(pools) <= r["costs"]["neuron"]["pool"] <= max(pools)
     s = r["rtl_samples"]
     assert s["backend"] == "rtl" and s["core"] == CORE.as_dict() and s["n"] == 2
     assert s["replayed"] == 2 and s["bit_exact"], s

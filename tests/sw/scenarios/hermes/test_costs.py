@@ -41,7 +41,26 @@ def test_a_plain_mlp_costs_two_thirds_of_a_gated_one(dimm):
 @pytest.mark.parametrize("kw, message", [
     ({"samples": (64,)}, "samples"), ({"samples": (64, 64)}, "samples"),
     ({"samples": (0, 64)}, "samples"), ({"batch": 0}, "batch"),
+    ({"samples": (16, 64), "pool": 63}, "pool"), ({"samples": (16, 64), "pool": 64.0}, "pool"),
 ])
 def test_bad_arguments(dimm, kw, message):
     with pytest.raises(ValueError, match=message):
         ndp_neuron_cost(load_model("llama2-7b"), dimm, **kw)
+
+
+def test_the_line_is_measured_at_its_pool(dimm):
+    """The activated neurons are drawn from ``pool`` stored ones; the line records it."""
+    m = load_model("llama2-7b")
+    c = ndp_neuron_cost(m, dimm, samples=(16, 64), pool=300)
+    assert c.pool == 300 and [k for k, _ in c.samples] == [16, 64]
+    assert ndp_neuron_cost(m, dimm, samples=(16, 64)).pool == 64
+
+
+def test_cold_pool_is_a_dimms_count_in_a_layer():
+    import numpy as np
+
+    from ndpdimm.sw.scenarios.hermes.partition import cold_pool
+    dimm = np.array([[0, 0, 1, -1, 1, 1],          # layer 0: DIMM 0 two, DIMM 1 three
+                     [-1, -1, -1, 0, 1, -1]])      # layer 1: one each
+    assert cold_pool(dimm, 2) == 2                 # counts 1, 1, 2, 3: the upper median
+    assert cold_pool(np.full((2, 4), -1), 2) == 0
