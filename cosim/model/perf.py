@@ -98,6 +98,13 @@ _ISSUE_PER_CYCLE = 2         # weight streamer: request lanes
 _WINDOW = 32                 # weight accesses per group simulated before extrapolating
 _DRAM_BOUND = 0.9            # stream utilisation above which the rank queues never drain
                              # (refresh postponed up to max_postponed_refs)
+#: batch x slot cycles up to which a GEMV's weight requests come too densely for a rank to idle
+#: the 64 cycles it refreshes after, so it holds its refreshes too (batch-1 FP16 / BF16). From
+#: the RTL's refresh counters on the calibration points that span two or more refresh
+#: boundaries: such GEMVs issued one round of REFs (at the end) in 4 of 4 at 256 units, 26 of 27
+#: at 16 and 31 of 35 at 8; with batch x slot cycles of 22 or more 16 units paid every one
+#: inside (INT8 at batch 1, 16, is mixed).
+_DENSE_REQUESTS_BP = 11
 
 
 @dataclass(frozen=True)
@@ -572,7 +579,8 @@ class PerfModel:
         * ``prompt``: the queues empty often: every refresh (the owed ones at once) is paid
           when due, each costing ``loss_per`` (every GEMV that is not DRAM-bound; see
           docs/perf_model.md for the latency-bound streams where the RTL postpones instead);
-        * ``hold``: the queues never empty (DRAM-bound GEMV, DMA): past ``max_postponed_refs``
+        * ``hold``: the queues never empty (DMA, DRAM-bound GEMV, batch-1 FP16 / BF16 GEMV:
+          ``_DENSE_REQUESTS_BP``): past ``max_postponed_refs``
           one refresh per interval is paid, the rest stay owed.
 
         Without ``start`` the expected number of boundaries is used and nothing is owed."""
@@ -769,7 +777,7 @@ class PerfModel:
         util = (weighted / rate) / compute_path if compute_path else 0.0
         base = p.gemv_fixed + prescan + max(compute_path, stream_path)
         dram_bound = util >= _DRAM_BOUND
-        if dram_bound:
+        if dram_bound or BP <= _DENSE_REQUESTS_BP:
             loss, regime = self._trfc + p.refresh_extra, "hold"
         else:
             cover = (ring * (1 if g.axpy else 4) - 1) * BP if g.bursts else float("inf")
