@@ -101,9 +101,9 @@ _DRAM_BOUND = 0.9            # stream utilisation above which the rank queues ne
 #: batch x slot cycles up to which a GEMV's weight requests come too densely for a rank to idle
 #: the 64 cycles it refreshes after, so it holds its refreshes too (batch-1 FP16 / BF16). From
 #: the RTL's refresh counters on the calibration points that span two or more refresh
-#: boundaries: such GEMVs issued one round of REFs (at the end) in 4 of 4 at 256 units, 26 of 27
-#: at 16 and 31 of 35 at 8; with batch x slot cycles of 22 or more 16 units paid every one
-#: inside (INT8 at batch 1, 16, is mixed).
+#: boundaries: such GEMVs issued fewer REF rounds than boundaries in 3 of 3 at 256 units, 29 of
+#: 29 at 16 and 30 of 34 at 8; with batch x slot cycles of 22 or more they paid every one inside
+#: in 6 of 7, 28 of 28 and 13 of 13 (INT8 at batch 1, 16, is mixed).
 _DENSE_REQUESTS_BP = 11
 
 
