@@ -249,7 +249,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     # ILP above placed with the line at the default pool; the per-neuron slope it needs moves
     # little)
     pool = cold_pool(part.dimm, dimms)
-    if pool and pool != costs.neuron.pool:
+    if pool >= 2 and pool != costs.neuron.pool:       # a line needs two neuron counts
         log(f"[hermes] cold-neuron line again at the placement's pool ({pool} neurons a DIMM "
             f"and layer) ...")
         costs = with_neuron_pool(costs, cfg, model, pool)

@@ -64,3 +64,19 @@ def test_cold_pool_is_a_dimms_count_in_a_layer():
                      [-1, -1, -1, 0, 1, -1]])      # layer 1: one each
     assert cold_pool(dimm, 2) == 2                 # counts 1, 1, 2, 3: the upper median
     assert cold_pool(np.full((2, 4), -1), 2) == 0
+
+
+def test_with_neuron_pool_measures_the_line_again_within_the_pool():
+    from ndpdimm.sw.scenarios.catalog import load_hardware
+    from ndpdimm.sw.scenarios.hermes.config import HermesConfig
+    from ndpdimm.sw.scenarios.hermes.costs import measure_costs, with_neuron_pool
+    cfg = HermesConfig(model="llama2-7b")
+    m = load_model(cfg.model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        costs = measure_costs(cfg, m, load_hardware(cfg.hardware))
+        assert costs.neuron.pool == 1024                  # the largest sample by default
+        small = with_neuron_pool(costs, cfg, m, 40)       # below the default samples
+    assert small.neuron.pool == 40 and max(k for k, _ in small.neuron.samples) == 40
+    assert small.dense is costs.dense and small.as_dict()["neuron"]["pool"] == 40
+    assert with_neuron_pool(small, cfg, m, 40) is small
