@@ -92,9 +92,7 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
     if dtype not in ("fp16", "int8"):
         raise ValueError(f"dtype must be 'fp16' or 'int8', got {dtype!r}")
     pool = max(samples) if pool is None else pool
-    if isinstance(pool, bool) or not isinstance(pool, int) or pool < max(samples):
-        raise ValueError(f"the neuron pool must be an int >= the largest sample "
-                         f"({max(samples)}), got {pool!r}")
+    _check_pool(pool, max(samples), "the largest sample")
     gen = torch.Generator().manual_seed(seed)
     n, h = pool, model.hidden
     up = dimm.store_weights(_random((n, h), gen, dtype))
@@ -114,6 +112,13 @@ def ndp_neuron_cost(model: ModelShape, dimm: Dimm, samples=(64, 256, 1024), seed
     slope, fixed = _fit(points)
     return NeuronCost(per_neuron_cycles=slope, fixed_cycles=fixed,
                       samples=tuple(points), backend=dimm.name, hidden=h, pool=n)
+
+
+def _check_pool(pool, least: int, what: str) -> None:
+    """A neuron pool is an int of at least ``least`` (``what`` names it in the error)."""
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < least:
+        raise ValueError(f"the DIMM's neuron pool must be an int >= {what} ({least}), "
+                         f"got {pool!r}")
 
 
 def _neuron_kernel(dimm: Dimm, up, down, x, make_hk, idx, gated: bool, fetch: bool) -> list:
@@ -230,9 +235,7 @@ def replay_cold_mlp(dimm: Dimm, p: dict, seed: int) -> list:
     gen = torch.Generator().manual_seed(seed)
     k, h, b, dt = p["k"], p["hidden"], p["batch"], p["dtype"]
     pool = p.get("pool")
-    if isinstance(pool, bool) or not isinstance(pool, int) or pool < k:
-        raise ValueError(f"a cold_mlp invocation needs its DIMM's neuron pool (an int >= k = "
-                         f"{k}), got {pool!r}")
+    _check_pool(pool, k, "k")
     up = dimm.store_weights(_random((pool, h), gen, dt))
     down = dimm.store_weights(_random((pool, h), gen, dt), layout="axpy")
     try:
@@ -336,29 +339,35 @@ def _cost_dimm(cfg: HermesConfig, core: CoreConfig) -> Dimm:
     return Dimm(cfg.backend, core, **kwargs)
 
 
-def _neuron_samples(cfg: HermesConfig, pool: int | None) -> tuple:
-    """Activated-neuron counts of the neuron line: (64, 256, 1024) on the model, (16, 64, 128)
-    on the RTL (it simulates every cycle; the fit is a line either way), within ``pool``."""
-    rows = (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
-    if pool is None or pool >= max(rows):
-        return rows
-    return tuple(sorted({max(1, pool // 16), max(2, pool // 4), pool}))
+def _row_samples(cfg: HermesConfig) -> tuple:
+    """Neuron / row counts the lines are measured at: (64, 256, 1024) on the model, (16, 64,
+    128) on the RTL (it simulates every cycle; the fit is a line either way)."""
+    return (64, 256, 1024) if cfg.backend == "model" else (16, 64, 128)
+
+
+def _neuron_line(cfg: HermesConfig, model: ModelShape, dimm: Dimm,
+                 pool: int | None = None) -> NeuronCost:
+    """The neuron line of ``cfg``'s batch and cold dtype at ``pool`` (default: the largest
+    sample), its activated-neuron counts within ``pool``."""
+    rows = _row_samples(cfg)
+    if pool is not None and pool < max(rows):
+        rows = tuple(sorted({max(1, pool // 16), max(2, pool // 4), pool}))
+    return ndp_neuron_cost(model, dimm, samples=rows, batch=cfg.batch, dtype=cfg.cold_dtype,
+                           pool=pool)
 
 
 def measure_costs(cfg: HermesConfig, model: ModelShape, hardware: Hardware, log=None,
-                  core: CoreConfig | None = None, neuron_pool: int | None = None) -> Costs:
+                  core: CoreConfig | None = None) -> Costs:
     """NDP kernel lines through the driver API on ``cfg.backend`` (see the module docstring);
-    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes);
-    ``neuron_pool``: the cold neurons a DIMM stores (default: the largest sample)."""
+    ``core`` overrides the core configuration ``cfg`` describes (units, activation lanes)."""
     t0 = time.perf_counter()
     core = cfg.core() if core is None else core
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = _neuron_samples(cfg, None)
+        rows = _row_samples(cfg)
         contexts = (128, 512) if cfg.backend == "model" else (32, 96)
         with _cost_dimm(cfg, core) as dimm:
-            neuron = ndp_neuron_cost(model, dimm, samples=_neuron_samples(cfg, neuron_pool),
-                                     batch=cfg.batch, dtype=cfg.cold_dtype, pool=neuron_pool)
+            neuron = _neuron_line(cfg, model, dimm)
             dense = ndp_dense_cost(model, dimm, samples=rows, batch=cfg.batch)
             attention = ndp_attention_cost(model, dimm, samples=contexts)
         merge = link_merge_cost(core)
@@ -378,7 +387,6 @@ def with_neuron_pool(costs: Costs, cfg: HermesConfig, model: ModelShape, pool: i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with _cost_dimm(cfg, costs.core) as dimm:
-            neuron = ndp_neuron_cost(model, dimm, samples=_neuron_samples(cfg, pool),
-                                     batch=cfg.batch, dtype=cfg.cold_dtype, pool=pool)
+            neuron = _neuron_line(cfg, model, dimm, pool)
     return dataclasses.replace(costs, neuron=neuron,
                                seconds=costs.seconds + time.perf_counter() - t0)

@@ -66,7 +66,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["PartitionProblem", "Partition", "solve_partition", "snake_split", "cold_pool"]
+__all__ = ["PartitionProblem", "Partition", "solve_partition", "snake_split", "cold_counts",
+           "cold_pool"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,11 +155,20 @@ def snake_split(weights: np.ndarray, dimms: int) -> np.ndarray:
     return out
 
 
+def cold_counts(dimm: np.ndarray, dimms: int) -> np.ndarray:
+    """Cold neurons per DIMM under the placement ``dimm`` (the DIMM of each cold neuron, -1 on
+    the GPU): ``[dimms]`` for one layer's row, ``[layers, dimms]`` for a ``[layers, neurons]``
+    placement."""
+    if dimm.ndim == 1:
+        return np.bincount(dimm[dimm >= 0], minlength=dimms)
+    return np.stack([cold_counts(row, dimms) for row in dimm])
+
+
 def cold_pool(dimm: np.ndarray, dimms: int) -> int:
     """The cold neurons a DIMM stores in a layer under the placement ``dimm`` ([layers,
-    neurons], the DIMM of each cold neuron, -1 on the GPU): the upper median over layers and
-    DIMMs (a count some DIMM has; 0 if no neuron is cold)."""
-    counts = np.stack([np.bincount(row[row >= 0], minlength=dimms) for row in dimm]).ravel()
+    neurons]): the upper median over layers and DIMMs of :func:`cold_counts` (a count some DIMM
+    has; 0 if no neuron is cold)."""
+    counts = cold_counts(dimm, dimms).ravel()
     counts = np.sort(counts[counts > 0])
     return int(counts[len(counts) // 2]) if len(counts) else 0
 

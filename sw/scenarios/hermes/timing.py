@@ -67,6 +67,7 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import ELEM, MERGE_CHUNK
+from ndpdimm.sw.scenarios.hermes.partition import cold_counts
 from ndpdimm.sw.scenarios.hermes.remap import rebalance_layer
 
 __all__ = []                               # private to the scenario: scenario.py imports by name
@@ -261,8 +262,8 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             # busy time and traffic
             tl.gpu_busy += gpu_qkv + o + gpu_mlp
             if kernels is not None:
-                pool = np.bincount(dimm[l][dimm[l] >= 0], minlength=dimms)
-                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k, pool)
+                _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, c, pairs, k,
+                             cold_counts(dimm[l], dimms))
             tl.ndp_busy += float(ndp_mlp.sum()) + \
                 (costs.dense.seconds(ndp_rows) * dimms if ndp_rows else 0.0) + \
                 costs.attention.seconds(c) * pairs

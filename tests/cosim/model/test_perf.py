@@ -360,13 +360,30 @@ def test_refresh_debt_of_a_dma():
     assert m.refresh_wait(RefreshDebt(3, 0.0), 2000.0) == (0.0, 0)
 
 
+TREFI = round(DEFAULT.dram()[1].tREFI * DEFAULT.dram()[1].tCK_ns)    # NDP cycles
+
+
+def _dma_with_boundary_after(runner, to_dram, n_bytes, k, lag=0):
+    """On ``runner``'s RTL, after the idle gap every point gets: a DMA submitted so that a
+    refresh falls due ``k`` cycles after its dispatch, given the ``lag`` from submission to
+    dispatch (0: ``k`` cycles after submission). (completion, counters, the lag measured)."""
+    b = runner.b
+    runner.idle(calibrate.IDLE_CYCLES)
+    runner.idle((-(b.cycle + lag + k)) % TREFI)
+    f = {"opcode": Opcode.DMA, "to_dram": to_dram, "dram": calibrate.DMA_BASE, "sram": 0,
+         "n_bytes": n_bytes}
+    submitted = b.cycle
+    c, _, counters, _, _ = runner.run_one(f)
+    assert c.status == Status.OK
+    return c, counters, c.done_cycle - c.cycles - submitted
+
+
 def test_a_refresh_falling_due_inside_a_dma_does_not_slow_it_on_the_rtl():
     """What the DMA model rests on (no slowdown once a refresh is owed): on the RTL of the
     default core a 96 KiB DMA, in and out, takes the same cycles whether a refresh falls due
     500 or 1,500 cycles into it or none does (the ranks hold it back to the end). The model
     predicts the same for all three."""
     from ndpdimm.cosim.rtl.harness import RtlBackend
-    trefi = round(DEFAULT.dram()[1].tREFI * DEFAULT.dram()[1].tCK_ns)
     m = PerfModel.for_config(DEFAULT)
     with RtlBackend(DEFAULT, progress=False) as b:
         runner = calibrate._Runner(b, DEFAULT)
@@ -374,11 +391,8 @@ def test_a_refresh_falling_due_inside_a_dma_does_not_slow_it_on_the_rtl():
             f = {"opcode": Opcode.DMA, "to_dram": to_dram, "dram": calibrate.DMA_BASE,
                  "sram": 0, "n_bytes": 96 * 1024}
             got = {}
-            for due_in in (500, 1500, trefi // 2 + 1000):   # the last: no boundary inside
-                runner.idle(calibrate.IDLE_CYCLES)
-                runner.idle((trefi - due_in - b.cycle) % trefi)
-                c, _, counters, _, _ = runner.run_one(f)
-                assert c.status == Status.OK
+            for due_in in (500, 1500, TREFI // 2 + 1000):   # the last: no boundary inside
+                c, counters, _ = _dma_with_boundary_after(runner, to_dram, 96 * 1024, due_in)
                 got[due_in] = c.cycles, counters["DRAM_REFRESHES"]
                 start = c.done_cycle - c.cycles
                 assert m.descriptor_cycles(f, Status.OK, start) == m.descriptor_cycles(f, Status.OK)
@@ -393,31 +407,18 @@ def test_refresh_lead_is_where_the_rtl_stops_waiting():
     out of the SRAM (which reads the SRAM before its first request) never from 20 cycles on.
     Within a few cycles of the dispatch either can happen (the DRAM clock's phase)."""
     from ndpdimm.cosim.rtl.harness import RtlBackend
-    trefi = round(DEFAULT.dram()[1].tREFI * DEFAULT.dram()[1].tCK_ns)
     lead = round(PerfParams().refresh_lead)
     with RtlBackend(DEFAULT, progress=False) as b:
         runner = calibrate._Runner(b, DEFAULT)
-
-        def dma_with_boundary_after(k, to_dram, lag):
-            """The DMA's cycles when a refresh falls due ``k`` cycles after its dispatch."""
-            runner.idle(calibrate.IDLE_CYCLES)
-            runner.idle((-(b.cycle + lag + k)) % trefi)
-            f = {"opcode": Opcode.DMA, "to_dram": to_dram, "dram": calibrate.DMA_BASE,
-                 "sram": 0, "n_bytes": 4096}
-            submitted = b.cycle
-            c, *_ = runner.run_one(f)
-            start = c.done_cycle - c.cycles
-            assert c.status == Status.OK
-            return c.cycles, start - submitted, (-start) % trefi
-
         for to_dram, ks, waits in ((0, range(-30, -9, 5), True),
                                    (0, range(lead, lead + 50, 4), False),
                                    (1, range(20, 70, 4), False)):
-            _, lag, _ = dma_with_boundary_after(trefi // 2, to_dram, 0)   # submit -> dispatch
+            _, _, lag = _dma_with_boundary_after(runner, to_dram, 4096, TREFI // 2)
             for k in ks:
-                cycles, got_lag, placed = dma_with_boundary_after(k, to_dram, lag)
-                assert got_lag == lag and placed == k % trefi, (k, got_lag, lag, placed)
-                assert (cycles > 300) == waits, (to_dram, k, cycles)
+                c, _, got_lag = _dma_with_boundary_after(runner, to_dram, 4096, k, lag)
+                placed = (-(c.done_cycle - c.cycles)) % TREFI
+                assert got_lag == lag and placed == k % TREFI, (k, got_lag, lag, placed)
+                assert (c.cycles > 300) == waits, (to_dram, k, c.cycles)
 
 
 def test_host_traffic_slows_a_descriptor_but_never_stops_it():
