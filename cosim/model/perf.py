@@ -379,6 +379,7 @@ class PerfModel:
         self._banks = org.banks_per_group
         self._block = org.ranks * org.bank_groups * org.bursts_per_row
         self._address_map = AddressMap(org)
+        self._opens_cache = {}
         # per dtype: multiplier digits, reducer lanes, slot cycles
         self._slot = {d: (serial_digits(d, config.radix_bits), d.info.lanes,
                           slot_cycles(d, config.radix_bits)) for d in Dtype}
@@ -619,36 +620,32 @@ class PerfModel:
     def _accesses(self, g: GemvShape, fields):
         """One output group's weight accesses, in streamer order: DOT chunks (4 words of every
         unit) or AXPY beats (one word of every unit). Returns ``(n, beats, bursts, opens,
-        ring)``: accesses per group, then beats / bursts / row-opening flags of the first
-        ``min(n, _WINDOW)`` of them (the pattern is periodic), and the ring's capacity in
-        accesses. An access opens rows when it enters another 64 KiB span than the access
-        before it and that span's bank holds other spans of the same sweep (else its rows stay
-        open from the previous group); see docs/perf_model.md."""
+        ring, spans)``: accesses per group, then beats / bursts / row-opening flags of the
+        first ``min(n, _WINDOW)`` of them (the pattern is periodic), the ring's capacity in
+        accesses and the 64 KiB spans the sweep touches. DOT flags are those of the first
+        group (:meth:`_dot_opens` has every group's). An AXPY access opens rows when it enters
+        another 64 KiB span than the access before it and that span's bank holds other spans
+        of the same sweep (else its rows stay open from the previous group); see
+        docs/perf_model.md."""
         c = self.config
         U, blk = c.n_units, self._block
-        base = fields["w_base"] // _BURST
-        if g.axpy:
-            n = g.steps
-            w = min(n, _WINDOW)
-            per = min(U // 4, g.bpr)
-            spacing = fields["n_rows"] / max(n, 1)              # neurons between selected ones
-            starts = [base + int(i * spacing) * g.bpr for i in range(n)] if n <= _WINDOW else \
-                [base + int(i * spacing) * g.bpr for i in range(w)]
-            last = base + int((n - 1) * spacing) * g.bpr
-            beats, bursts, ring = [1] * w, [per] * w, c.ring_beats
-        else:
+        if not g.axpy:
+            flags, _, _ = self._dot_opens(g, fields)
             n = g.bpr
             w = min(n, _WINDOW)
-            N = fields["n_rows"]
-            u = min(U, g.n_out)
-            # a row gather's group spans about u selected rows of the N stored ones
-            centre = int(u * N / max(g.n_out, 1) / 2) if g.gather else 0
-            starts = [base + j * N + centre for j in range(w)]
-            last = base + (n - 1) * N + centre
             beats = [4] * w
             if n <= _WINDOW and g.steps % 4:
                 beats[-1] = g.steps % 4
-            bursts, ring = [u] * w, self._ring_chunks
+            u = min(U, g.n_out)
+            return n, beats, [u] * w, list(flags[0]), self._ring_chunks, 0
+        base = fields["w_base"] // _BURST
+        n = g.steps
+        w = min(n, _WINDOW)
+        per = min(U // 4, g.bpr)
+        spacing = fields["n_rows"] / max(n, 1)              # neurons between selected ones
+        starts = [base + int(i * spacing) * g.bpr for i in range(w)]
+        last = base + int((n - 1) * spacing) * g.bpr
+        beats, bursts, ring = [1] * w, [per] * w, c.ring_beats
         blocks = [s // blk for s in starts]
         first, final = blocks[0], last // blk
         nb = self._banks
@@ -672,6 +669,69 @@ class PerfModel:
                 opens.append(2 if banks[i] == prev_bank else 1)
         spans = final - first + 1 if sweep is None else len(sweep)
         return n, beats, bursts, opens, ring, spans
+
+    def _dot_opens(self, g: GemvShape, fields) -> tuple:
+        """Row openings of a DOT GEMV (dense or row gather), replayed in the streamer's order
+        over every group: access ``j`` of a group reads burst ``base + j*N + row`` of each of
+        the group's rows (``cosim/gemv/weight_layout.py``), so it touches the 64 KiB spans
+        those bursts fall in (8 rows: every rank and bank group of one bank); a span opens rows
+        unless it is the span its bank last opened. Returns ``(flags, opening accesses,
+        spans opened)``: per group, the flags of its first ``min(bpr, _WINDOW)`` accesses (0:
+        all its spans open; 1: opens rows; 2: opens rows in a bank the access before it opened
+        another row of). Measured: the spans opened x 8 are the RTL's ``DRAM_ROW_MISSES`` on
+        every dense calibration point without a refresh (docs/perf_model.md). A row gather's
+        rows are ``fields["indices"]``; without them, evenly spread over the ``N`` stored
+        ones. Cached per shape and index list."""
+        idx = None
+        if g.gather:
+            idx = fields.get("indices")
+            idx = (np.arange(g.n_out, dtype=np.int64) * fields["n_rows"] // max(g.n_out, 1)
+                   if idx is None else np.asarray(idx, dtype=np.int64)[:g.n_out])
+        key = (fields["w_base"], fields["n_rows"], g.bpr, g.n_out, g.per_group,
+               None if idx is None else idx.tobytes())
+        hit = self._opens_cache.get(key)
+        if hit is not None:
+            return hit
+        blk, nb, N, u = self._block, self._banks, fields["n_rows"], g.per_group
+        base = fields["w_base"] // _BURST
+        w = min(g.bpr, _WINDOW)
+        open_span = [-1] * nb
+        flags, accesses, spans, prev_banks = [], [], [], ()
+        for grp in range(g.groups):
+            lo_row, hi_row = grp * u, min(g.n_out, (grp + 1) * u)
+            if idx is None:
+                row0 = base + np.arange(g.bpr, dtype=np.int64) * N
+                touched = [range(a, b + 1) for a, b in
+                           zip(((row0 + lo_row) // blk).tolist(), ((row0 + hi_row - 1) // blk).tolist())]
+            else:
+                sel = np.sort(idx[lo_row:hi_row])
+                spans_of = (base + np.arange(g.bpr, dtype=np.int64)[:, None] * N + sel) // blk
+                keep = np.ones(spans_of.shape, dtype=bool)
+                keep[:, 1:] = spans_of[:, 1:] != spans_of[:, :-1]
+                touched = [row[k].tolist() for row, k in zip(spans_of, keep)]
+            group_flags, n_access, n_span = [], 0, 0
+            for j, blocks in enumerate(touched):
+                opened = []
+                for b in blocks:
+                    bank = (b % nb + b // nb) % nb
+                    if open_span[bank] != b:
+                        open_span[bank] = b
+                        opened.append(bank)
+                if opened:
+                    n_access += 1
+                    n_span += len(opened)
+                if j < w:
+                    group_flags.append(0 if not opened else
+                                       2 if any(b in prev_banks for b in opened) else 1)
+                prev_banks = opened
+            flags.append(tuple(group_flags))
+            accesses.append(n_access)
+            spans.append(n_span)
+        out = (flags, accesses, spans)
+        if len(self._opens_cache) > 4096:
+            self._opens_cache.clear()
+        self._opens_cache[key] = out
+        return out
 
     def _stream(self, n, beats, bursts, opens, ring, BP, drain, groups, extra_latency=0.0,
                 aligned=False, continued=False):
@@ -735,7 +795,7 @@ class PerfModel:
         drain = turn + p.group_fixed + wb * beats_full
         # the last group drains only its own outputs
         short = wb * (beats_full * g.groups - g.result_beats)
-        opens_total, ring, X_hit = 0.0, self._ring_chunks, p.mem_latency
+        ring, X_hit = self._ring_chunks, p.mem_latency
         pure = g.groups * S * BP                                 # the engine's slots alone
         spread, spread_last = self.gather_spread(fields, g)
         info["spread"] = spread
@@ -745,37 +805,55 @@ class PerfModel:
                 (g.bpr if g.axpy else 1)
             extra, aligned = p.gather_latency if g.gather else 0.0, stride >= self._block
             u = min(c.n_units, g.n_out)
-            if g.axpy or g.groups == 1 or g.last_outs == u:
+            if g.axpy:
                 compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain,
                                                g.groups, extra, aligned)
+                opens_total = g.groups * sum(1 for o in opens if o) * (n / len(opens))
+                info["misses"] = max(opens_total, spans) * min(self._pairs, bursts[0])
+                parts = [(compute_path, g.bursts * spread_last, opens_total)]
             else:
-                # the last group reads only its own rows' bursts (a DOT access is one burst
-                # per output); its first requests go out while the group before it runs
-                compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain,
-                                               g.groups - 1, extra, aligned)
-                last = [b * g.last_outs / u for b in bursts]
-                compute_path += self._stream(n, beats, last, opens, ring, BP, drain, 1, extra,
-                                             aligned, continued=True)[0]
-            opens_total = g.groups * sum(1 for o in opens if o) * (n / len(opens))
-            pairs = min(self._pairs, bursts[0])
-            # rows opened: per opening access, or once per span when they all stay open
-            info["misses"] = max(opens_total, spans) * pairs
+                flags, opening, spans_opened = self._dot_opens(g, fields)
+                full = g.groups if g.last_outs == u else g.groups - 1
+                # the groups by their row openings (a periodic pattern: a few kinds of group)
+                kinds = {}
+                for f in flags[:full]:
+                    kinds[f] = kinds.get(f, 0) + 1
+                compute_path = 0.0
+                for k, (f, count) in enumerate(kinds.items()):
+                    compute_path += self._stream(n, beats, bursts, list(f), ring, BP, drain,
+                                                 count, extra, aligned, continued=k > 0)[0]
+                info["misses"] = sum(spans_opened) * min(self._pairs, bursts[0])
+                if full == g.groups:
+                    weighted = g.bursts * spread_last if g.groups == 1 else \
+                        (g.bursts - u * g.bpr) * spread + u * g.bpr * spread_last
+                    parts = [(compute_path, weighted, sum(opening))]
+                else:
+                    # a short last group is a phase of its own: it reads only its own rows'
+                    # bursts (a DOT access is one burst per output), so it is often latency-bound
+                    # after DRAM-bound full groups; its first requests go out while the group
+                    # before it runs
+                    last = [b * g.last_outs / u for b in bursts]
+                    last_path = self._stream(n, beats, last, list(flags[-1]), ring, BP, drain,
+                                             1, extra, aligned, continued=full > 0)[0]
+                    parts = [(compute_path, full * u * g.bpr * spread, sum(opening[:full])),
+                             (last_path, g.last_outs * g.bpr * spread_last, opening[-1])]
         else:
-            compute_path = g.groups * (S * BP + drain)
-        compute_path -= short
-        info["stall"] = max(0.0, 1.0 - pure / compute_path) if compute_path > 0 else 0.0
-        # DRAM path: every burst at the sustained rate, plus a penalty per row-opening access
+            parts = [(g.groups * (S * BP + drain), 0.0, 0.0)]
+        # DRAM path of each phase: every burst at the sustained rate, plus a penalty per
+        # row-opening access. A row gather's uneven spread over ranks and bank groups
+        # lengthens the DRAM path only: an access's latency is hidden by the accesses in flight
+        # (calibration error 1.70 vs 1.92 % at 8 units, 1.81 vs 1.99 % at 16, equal at 256 with
+        # it in the access latency). The last phase drains only its own outputs (``short``).
         rate = self._burst_rate * p.stream_efficiency
-        # a row gather's uneven spread over ranks and bank groups lengthens the DRAM path only:
-        # an access's latency is hidden by the accesses in flight (calibration error 1.70 vs
-        # 1.92 % at 8 units, 1.81 vs 1.99 % at 16, equal at 256 with it in the access latency)
-        if g.gather and not g.axpy and g.groups > 1:     # the bursts of each part's spread
-            weighted = (g.bursts - g.last_outs * g.bpr) * spread + g.last_outs * g.bpr * spread_last
-        else:
-            weighted = g.bursts * spread_last
-        stream_path = weighted / rate + opens_total * p.open_penalty + drain
+        compute_path = sum(q[0] for q in parts) - short
+        weighted = sum(q[1] for q in parts)
+        info["stall"] = max(0.0, 1.0 - pure / compute_path) if compute_path > 0 else 0.0
+        path = 0.0
+        for k, (cp, w_bursts, opened) in enumerate(parts):
+            end = short if k == len(parts) - 1 else 0.0
+            path += max(cp - end, w_bursts / rate + opened * p.open_penalty + drain - end)
         util = (weighted / rate) / compute_path if compute_path else 0.0
-        base = p.gemv_fixed + prescan + max(compute_path, stream_path)
+        base = p.gemv_fixed + prescan + path
         dram_bound = util >= _DRAM_BOUND
         if dram_bound or BP <= _DENSE_REQUESTS_BP:
             loss, regime = self._trfc + p.refresh_extra, "hold"

@@ -172,6 +172,76 @@ def test_gemv_at_256_units_is_bounded_by_the_dram():
     assert m.descriptor_cycles(f16, Status.OK) >= 16 * 512 * 16 * 11
 
 
+def _row_misses(m, **kw):
+    f = gemv(**kw)
+    return m.counters(f, Status.OK)["DRAM_ROW_MISSES"]
+
+
+def test_row_openings_replay_every_group():
+    """A DOT GEMV's row openings are replayed over every group, one open 64 KiB span (8 rows:
+    every rank and bank group) per bank. Access ``j`` of group ``g`` reads burst ``base + j*N
+    + 256 g + r``: with ``N`` = 1024 bursts (FP16 1024 x 512) its 16 spans share 4 banks, so
+    every access of every group opens rows (4 x 16 x 8 = 512 misses); with ``N`` = 2048
+    (FP16 2048 x 128, 4 accesses) the 4 spans of a group sit in 4 banks and stay open for the
+    next group, so only groups 0 and 4 open rows (2 x 4 x 8 = 64, where taking the first
+    group's pattern for all gave 32). A refresh inside closes the rows again; none falls in
+    (``start_cycle`` 0, a few thousand cycles)."""
+    m = _scenario_model()
+    base = 1 << 26                                     # a span boundary (w_base of gemv())
+    assert base % (64 * m._block) == 0
+    assert _row_misses(m, rows=1024, cols=512) == 4 * 16 * 8
+    assert _row_misses(m, rows=2048, cols=128) == 2 * 4 * 8
+    # FP16 3072 x 320: N = 3 spans, so consecutive accesses fall in the same bank
+    flags, opening, spans = m._dot_opens(gemv_shape(gemv(rows=3072, cols=320), 256),
+                                         gemv(rows=3072, cols=320))
+    assert len(flags) == 12 and sum(opening) == sum(spans) == 114
+    assert sum(f == 2 for fl in flags for f in fl) > sum(f == 1 for fl in flags for f in fl)
+
+
+def test_row_openings_are_the_rtls():
+    """The replayed openings are the RTL's ``DRAM_ROW_MISSES`` on the scenario core's recorded
+    calibration points (dense and row gather, no refresh inside): equal on 28 of 30, and on
+    the held-out dense FP16 3072 x 320 (912 rows; the first group's pattern gave 768). The
+    two that differ: a 40 x 100 GEMV whose rows the host's weight writes had left open (RTL
+    0) and a 512-row gather whose bursts within one access the scheduler reorders (168
+    against 192)."""
+    params, record = committed(SCENARIO_CORE)
+    m = PerfModel(SCENARIO_CORE, params)
+    same, differ = [], {}
+    for r in record["points"]:
+        spec = r["spec"]
+        if spec["kind"] != "gemv" or spec["op"] == "col_gather" or r["status"] != "OK":
+            continue
+        got = m.counters(calibrate.model_fields(r), Status.OK, r["start_cycle"])["DRAM_ROW_MISSES"]
+        if r["name"] == "dense-fp16-3072x320-b1":
+            assert got == r["rtl_counters"]["DRAM_ROW_MISSES"] == 912
+        if r["rtl_counters"]["DRAM_REFRESHES"]:
+            continue
+        if got == r["rtl_counters"]["DRAM_ROW_MISSES"]:
+            same.append(r["name"])
+        else:
+            differ[r["name"]] = (got, r["rtl_counters"]["DRAM_ROW_MISSES"])
+    assert len(same) >= 28 and set(differ) <= {"dense-fp16-40x100-b2",
+                                                "rowg-bf16-2048x256-512r-b1"}, differ
+
+
+def test_a_short_last_group_is_a_phase_of_its_own():
+    """At 256 units the full groups of a GEMV can be DRAM-bound while a short last group (44
+    of 256 outputs) is bound by the engine or the access latency: the descriptor takes the
+    sum of the two phases, each the longer of its compute and DRAM paths, not the longer of
+    the two paths' totals. On the RTL of the scenario core (no refresh inside): BF16
+    300 x 1200 at batch 3 took 10,306 cycles, 256 x 1200 6,400 and 44 x 1200 3,824 (sum
+    10,224); INT8 300 x 512 at batch 1 2,073, its parts 1,552 + 724. The model's 300-row
+    GEMV is within 3 % of the sum of its parts and longer than each part."""
+    m = _scenario_model()
+    for dtype, cols, batch in ((Dtype.BF16, 1200, 3), (Dtype.INT8, 512, 1), (Dtype.FP16, 768, 1)):
+        whole, full, last = (m.descriptor_cycles(gemv(dtype=dtype, rows=r, cols=cols,
+                                                      batch=batch), Status.OK)
+                             for r in (300, 256, 44))
+        assert full < whole and last < whole
+        assert abs(whole - (full + last)) <= 0.03 * (full + last), (dtype, whole, full, last)
+
+
 def _scenario_model():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UncalibratedWarning)
