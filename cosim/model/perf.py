@@ -23,13 +23,13 @@ Structure, from how the hardware works (module docstrings of ``hw/``):
   unit - and the streamer's ring holds ``R`` of them (``ring_beats / 4``
   chunks or ``ring_beats`` beats): access ``i`` is requested when access
   ``i - R`` has been consumed and arrives ``X_i`` later (issue, memory
-  latency, and the extra latency of opening rows when it enters another
-  64 KiB span of the address map whose bank holds other spans of the
-  sweep). The engine starts an access when the previous one is done and its
-  data are there. At many units the DRAM bounds the stream instead: bursts
-  at the sustained bandwidth plus a penalty per row-opening access. The
-  answer is the larger of the two paths plus fixed start/end costs, plus the
-  refreshes that fall inside the operation (each stalls the stream for about
+  latency, and the extra latency of opening rows: a DOT GEMV's openings are
+  replayed over every group with one open 64 KiB span per bank). The engine
+  starts an access when the previous one is done and its data are there. At
+  many units the DRAM bounds the stream instead: bursts at the sustained
+  bandwidth plus a penalty per row-opening access. The answer is the larger
+  of the two paths - per phase: the full groups, then a short last group -
+  plus fixed start/end costs, plus the refreshes that fall inside the operation (each stalls the stream for about
   ``tRFC`` less what the ring still holds; a DRAM-bound stream postpones up
   to 8 of them).
 * **DMA** (``hw/memory/dma.py``): a burst every ``max(64 B / SRAM word,
@@ -192,6 +192,10 @@ class PerfParams:
     stream_efficiency: float = 0.99
     #: GEMV DRAM-bound path: cycles lost per chunk that opens new rows.
     open_penalty: float = 5.0
+    #: GEMV DRAM-bound path: cycles lost per access that opens rows in the bank the access
+    #: before it opened another row of (the bank closes a row still being read, then opens the
+    #: next; about 26.5 cycles per such access on the RTL of FP16 / BF16 / INT8 3072-row GEMVs).
+    conflict_penalty: float = 0.0
     #: cycles a refresh costs a stream beyond tRFC (precharge, re-activation, latency).
     refresh_extra: float = 40.0
     #: cycles per refresh when the ranks pay owed refreshes back to back with no traffic
@@ -276,7 +280,7 @@ POLICY_NAMES = POLICIES + ("fair",)
 FITTED = ("complete", "block_reject", "gemv_fixed", "open_latency", "open_latency_aligned",
           "conflict_latency", "gather_latency", "group_fixed", "refresh_extra", "dma_fixed", "dma_write_fixed", "dma_round_trip", "dma_open_penalty",
           "act_fixed", "act_pass", "act_reduce", "act_mixed")
-DRAM_FITTED = ("stream_efficiency", "open_penalty")
+DRAM_FITTED = ("stream_efficiency", "open_penalty", "conflict_penalty")
 
 
 def config_key(config: CoreConfig) -> str:
@@ -630,7 +634,7 @@ class PerfModel:
         c = self.config
         U, blk = c.n_units, self._block
         if not g.axpy:
-            flags, _, _ = self._dot_opens(g, fields)
+            flags = self._dot_opens(g, fields)[0]
             n = g.bpr
             w = min(n, _WINDOW)
             beats = [4] * w
@@ -676,10 +680,12 @@ class PerfModel:
         the group's rows (``cosim/gemv/weight_layout.py``), so it touches the 64 KiB spans
         those bursts fall in (8 rows: every rank and bank group of one bank); a span opens rows
         unless it is the span its bank last opened. Returns ``(flags, opening accesses,
-        spans opened)``: per group, the flags of its first ``min(bpr, _WINDOW)`` accesses (0:
-        all its spans open; 1: opens rows; 2: opens rows in a bank the access before it opened
-        another row of). Measured: the spans opened x 8 are the RTL's ``DRAM_ROW_MISSES`` on
-        every dense calibration point without a refresh (docs/perf_model.md). A row gather's
+        conflicts, spans opened)``, each per group: the flags of its first ``min(bpr,
+        _WINDOW)`` accesses (0: all its spans open; 1: opens rows; 2: a *conflict*: its first
+        span opens rows in the bank of the span the access before it ended in), how many of its accesses open
+        rows, how many of those conflict, how many spans they open. Measured: the spans opened
+        x 8 are the RTL's ``DRAM_ROW_MISSES`` on 28 of the 30 dense and row-gather calibration
+        points of the scenario core without a refresh (docs/perf_model.md). A row gather's
         rows are ``fields["indices"]``; without them, evenly spread over the ``N`` stored
         ones. Cached per shape and index list."""
         idx = None
@@ -696,7 +702,7 @@ class PerfModel:
         base = fields["w_base"] // _BURST
         w = min(g.bpr, _WINDOW)
         open_span = [-1] * nb
-        flags, accesses, spans, prev_banks = [], [], [], ()
+        flags, accesses, conflicts, spans, prev_bank = [], [], [], [], -1
         for grp in range(g.groups):
             lo_row, hi_row = grp * u, min(g.n_out, (grp + 1) * u)
             if idx is None:
@@ -709,25 +715,31 @@ class PerfModel:
                 keep = np.ones(spans_of.shape, dtype=bool)
                 keep[:, 1:] = spans_of[:, 1:] != spans_of[:, :-1]
                 touched = [row[k].tolist() for row, k in zip(spans_of, keep)]
-            group_flags, n_access, n_span = [], 0, 0
+            group_flags, n_access, n_conflict, n_span = [], 0, 0, 0
             for j, blocks in enumerate(touched):
                 opened = []
+                first_bank = (blocks[0] % nb + blocks[0] // nb) % nb
+                # a conflict: its first span opens rows in the bank the access before it ended
+                # in, so the precharge waits for those reads
+                conflict = open_span[first_bank] != blocks[0] and first_bank == prev_bank
                 for b in blocks:
                     bank = (b % nb + b // nb) % nb
                     if open_span[bank] != b:
                         open_span[bank] = b
                         opened.append(bank)
+                    prev_bank = bank
+                flag = 0 if not opened else 2 if conflict else 1
                 if opened:
                     n_access += 1
+                    n_conflict += flag == 2
                     n_span += len(opened)
                 if j < w:
-                    group_flags.append(0 if not opened else
-                                       2 if any(b in prev_banks for b in opened) else 1)
-                prev_banks = opened
+                    group_flags.append(flag)
             flags.append(tuple(group_flags))
             accesses.append(n_access)
+            conflicts.append(n_conflict)
             spans.append(n_span)
-        out = (flags, accesses, spans)
+        out = (flags, accesses, conflicts, spans)
         if len(self._opens_cache) > 4096:
             self._opens_cache.clear()
         self._opens_cache[key] = out
@@ -809,10 +821,11 @@ class PerfModel:
                 compute_path, _ = self._stream(n, beats, bursts, opens, ring, BP, drain,
                                                g.groups, extra, aligned)
                 opens_total = g.groups * sum(1 for o in opens if o) * (n / len(opens))
+                conflicts = g.groups * sum(1 for o in opens if o == 2) * (n / len(opens))
                 info["misses"] = max(opens_total, spans) * min(self._pairs, bursts[0])
-                parts = [(compute_path, g.bursts * spread_last, opens_total)]
+                parts = [(compute_path, g.bursts * spread_last, opens_total, conflicts)]
             else:
-                flags, opening, spans_opened = self._dot_opens(g, fields)
+                flags, opening, conflicts, spans_opened = self._dot_opens(g, fields)
                 full = g.groups if g.last_outs == u else g.groups - 1
                 # the groups by their row openings (a periodic pattern: a few kinds of group)
                 kinds = {}
@@ -826,7 +839,7 @@ class PerfModel:
                 if full == g.groups:
                     weighted = g.bursts * spread_last if g.groups == 1 else \
                         (g.bursts - u * g.bpr) * spread + u * g.bpr * spread_last
-                    parts = [(compute_path, weighted, sum(opening))]
+                    parts = [(compute_path, weighted, sum(opening), sum(conflicts))]
                 else:
                     # a short last group is a phase of its own: it reads only its own rows'
                     # bursts (a DOT access is one burst per output), so it is often latency-bound
@@ -835,12 +848,14 @@ class PerfModel:
                     last = [b * g.last_outs / u for b in bursts]
                     last_path = self._stream(n, beats, last, list(flags[-1]), ring, BP, drain,
                                              1, extra, aligned, continued=full > 0)[0]
-                    parts = [(compute_path, full * u * g.bpr * spread, sum(opening[:full])),
-                             (last_path, g.last_outs * g.bpr * spread_last, opening[-1])]
+                    parts = [(compute_path, full * u * g.bpr * spread, sum(opening[:full]),
+                              sum(conflicts[:full])),
+                             (last_path, g.last_outs * g.bpr * spread_last, opening[-1],
+                              conflicts[-1])]
         else:
-            parts = [(g.groups * (S * BP + drain), 0.0, 0.0)]
+            parts = [(g.groups * (S * BP + drain), 0.0, 0.0, 0.0)]
         # DRAM path of each phase: every burst at the sustained rate, plus a penalty per
-        # row-opening access. A row gather's uneven spread over ranks and bank groups
+        # row-opening access and one per conflict. A row gather's uneven spread over ranks and bank groups
         # lengthens the DRAM path only: an access's latency is hidden by the accesses in flight
         # (calibration error 1.70 vs 1.92 % at 8 units, 1.81 vs 1.99 % at 16, equal at 256 with
         # it in the access latency). The last phase drains only its own outputs (``short``).
@@ -849,9 +864,10 @@ class PerfModel:
         weighted = sum(q[1] for q in parts)
         info["stall"] = max(0.0, 1.0 - pure / compute_path) if compute_path > 0 else 0.0
         path = 0.0
-        for k, (cp, w_bursts, opened) in enumerate(parts):
+        for k, (cp, w_bursts, opened, conflicted) in enumerate(parts):
             end = short if k == len(parts) - 1 else 0.0
-            path += max(cp - end, w_bursts / rate + opened * p.open_penalty + drain - end)
+            path += max(cp - end, w_bursts / rate + opened * p.open_penalty
+                        + conflicted * p.conflict_penalty + drain - end)
         util = (weighted / rate) / compute_path if compute_path else 0.0
         base = p.gemv_fixed + prescan + path
         dram_bound = util >= _DRAM_BOUND
