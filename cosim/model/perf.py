@@ -684,7 +684,7 @@ class PerfModel:
         _WINDOW)`` accesses (0: all its spans open; 1: opens rows; 2: a *conflict*: its first
         span opens rows in the bank of the span the access before it ended in), how many of its accesses open
         rows, how many of those conflict, how many spans they open. Measured: the spans opened
-        x 8 are the RTL's ``DRAM_ROW_MISSES`` on 28 of the 30 dense and row-gather calibration
+        x 8 are the RTL's ``DRAM_ROW_MISSES`` on 17 of the 20 dense and row-gather calibration
         points of the scenario core without a refresh (docs/perf_model.md). A row gather's
         rows are ``fields["indices"]``; without them, evenly spread over the ``N`` stored
         ones. Cached per shape and index list."""

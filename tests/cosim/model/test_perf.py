@@ -205,29 +205,32 @@ def test_row_openings_replay_every_group():
 
 def test_row_openings_are_the_rtls():
     """The replayed openings are the RTL's ``DRAM_ROW_MISSES`` on the scenario core's recorded
-    calibration points (dense and row gather, no refresh inside): equal on 28 of 30, and on
-    the held-out dense FP16 3072 x 320 (912 rows; the first group's pattern gave 768). The
-    two that differ: a 40 x 100 GEMV whose rows the host's weight writes had left open (RTL
-    0) and a 512-row gather whose bursts within one access the scheduler reorders (168
-    against 192)."""
+    calibration points (dense and row gather, no refresh inside), but where the RTL found the
+    first span's rows still open from the point before (8 fewer: small GEMVs of one span) and
+    one 512-row gather whose bursts within an access the scheduler reorders (168 against
+    192); and on the held-out dense FP16 3072 x 320 (912 rows, refresh or not; the first
+    group's pattern gave 768)."""
     params, record = committed(SCENARIO_CORE)
     m = PerfModel(SCENARIO_CORE, params)
-    same, differ = [], {}
+    same, first_open, other = [], [], {}
     for r in record["points"]:
         spec = r["spec"]
         if spec["kind"] != "gemv" or spec["op"] == "col_gather" or r["status"] != "OK":
             continue
         got = m.counters(calibrate.model_fields(r), Status.OK, r["start_cycle"])["DRAM_ROW_MISSES"]
+        rtl = r["rtl_counters"]["DRAM_ROW_MISSES"]
         if r["name"] == "dense-fp16-3072x320-b1":
-            assert got == r["rtl_counters"]["DRAM_ROW_MISSES"] == 912
+            assert got == rtl == 912
         if r["rtl_counters"]["DRAM_REFRESHES"]:
             continue
-        if got == r["rtl_counters"]["DRAM_ROW_MISSES"]:
+        if got == rtl:
             same.append(r["name"])
+        elif got - rtl == 8 and spec["op"] == "dense":
+            first_open.append(r["name"])
         else:
-            differ[r["name"]] = (got, r["rtl_counters"]["DRAM_ROW_MISSES"])
-    assert len(same) >= 28 and set(differ) <= {"dense-fp16-40x100-b2",
-                                                "rowg-bf16-2048x256-512r-b1"}, differ
+            other[r["name"]] = (got, rtl)
+    assert len(same) >= 12 and len(first_open) <= 3, (same, first_open)
+    assert set(other) <= {"rowg-bf16-2048x256-512r-b1"}, other
 
 
 def test_a_bank_conflict_costs_the_dram_path():
@@ -317,8 +320,10 @@ def test_row_gather_time_follows_where_its_rows_fall():
         return m.descriptor_cycles(f, Status.OK)
 
     c = {k: cycles(indices=v) for k, v in lists.items()}
-    assert c["consecutive"] == cycles()
     assert c["consecutive"] < c["random"] < c["one bank group"]
+    # without a list: rows evenly spread over the matrix (they open as many rows as a random
+    # list) whose bursts spread evenly over ranks and bank groups (no spread)
+    assert c["consecutive"] < cycles() < c["random"]
     assert cycles(GemvOp.COL_GATHER, indices=lists["one bank group"]) == cycles(GemvOp.COL_GATHER)
     b16 = {k: cycles(batch=16, indices=v) for k, v in lists.items()}
     assert b16["consecutive"] <= b16["random"] < 1.01 * b16["consecutive"]
