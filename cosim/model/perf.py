@@ -27,11 +27,12 @@ Structure, from how the hardware works (module docstrings of ``hw/``):
   replayed over every group with one open 64 KiB span per bank). The engine
   starts an access when the previous one is done and its data are there. At
   many units the DRAM bounds the stream instead: bursts at the sustained
-  bandwidth plus a penalty per row-opening access. The answer is the larger
-  of the two paths - per phase: the full groups, then a short last group -
-  plus fixed start/end costs, plus the refreshes that fall inside the operation (each stalls the stream for about
-  ``tRFC`` less what the ring still holds; a DRAM-bound stream postpones up
-  to 8 of them).
+  bandwidth plus a penalty per row-opening access and per bank conflict.
+  The answer is the larger of the two paths - per phase: the full groups,
+  then a short last group - plus fixed start/end costs, plus the refreshes
+  that fall inside the operation (each stalls the stream for about ``tRFC``
+  less what the ring still holds; a DRAM-bound stream postpones up to 8 of
+  them).
 * **DMA** (``hw/memory/dma.py``): a burst every ``max(64 B / SRAM word,
   round trip / outstanding)`` cycles plus latency and row openings; its
   refreshes wait for its end (the transfer keeps the rank queues busy).
@@ -192,9 +193,10 @@ class PerfParams:
     stream_efficiency: float = 0.99
     #: GEMV DRAM-bound path: cycles lost per chunk that opens new rows.
     open_penalty: float = 5.0
-    #: GEMV DRAM-bound path: cycles lost per access that opens rows in the bank the access
-    #: before it opened another row of (the bank closes a row still being read, then opens the
-    #: next; about 26.5 cycles per such access on the RTL of FP16 / BF16 / INT8 3072-row GEMVs).
+    #: GEMV DRAM-bound path: cycles lost per conflict, an access whose first span opens rows in
+    #: the bank the access before it ended in (the bank closes a row still being read, then
+    #: opens the next; 24.5-26.9 cycles per conflict on the RTL at row strides at or near a
+    #: multiple of the 64 KiB span, ``PerfModel._dot_opens``).
     conflict_penalty: float = 0.0
     #: cycles a refresh costs a stream beyond tRFC (precharge, re-activation, latency).
     refresh_extra: float = 40.0
@@ -626,7 +628,7 @@ class PerfModel:
         unit) or AXPY beats (one word of every unit). Returns ``(n, beats, bursts, opens,
         ring, spans)``: accesses per group, then beats / bursts / row-opening flags of the
         first ``min(n, _WINDOW)`` of them (the pattern is periodic), the ring's capacity in
-        accesses and the 64 KiB spans the sweep touches. DOT flags are those of the first
+        accesses and (AXPY) the 64 KiB spans the sweep touches. DOT flags are those of the first
         group (:meth:`_dot_opens` has every group's). An AXPY access opens rows when it enters
         another 64 KiB span than the access before it and that span's bank holds other spans
         of the same sweep (else its rows stay open from the previous group); see
@@ -682,8 +684,8 @@ class PerfModel:
         unless it is the span its bank last opened. Returns ``(flags, opening accesses,
         conflicts, spans opened)``, each per group: the flags of its first ``min(bpr,
         _WINDOW)`` accesses (0: all its spans open; 1: opens rows; 2: a *conflict*: its first
-        span opens rows in the bank of the span the access before it ended in), how many of its accesses open
-        rows, how many of those conflict, how many spans they open. Measured: the spans opened
+        span opens rows in the bank of the span the access before it ended in), how many of
+        its accesses open rows, how many of those conflict, how many spans they open. Measured: the spans opened
         x 8 are the RTL's ``DRAM_ROW_MISSES`` on 17 of the 20 dense and row-gather calibration
         points of the scenario core without a refresh (docs/perf_model.md). A row gather's
         rows are ``fields["indices"]``; without them, evenly spread over the ``N`` stored
@@ -707,8 +709,9 @@ class PerfModel:
             lo_row, hi_row = grp * u, min(g.n_out, (grp + 1) * u)
             if idx is None:
                 row0 = base + np.arange(g.bpr, dtype=np.int64) * N
-                touched = [range(a, b + 1) for a, b in
-                           zip(((row0 + lo_row) // blk).tolist(), ((row0 + hi_row - 1) // blk).tolist())]
+                first_span = ((row0 + lo_row) // blk).tolist()
+                last_span = ((row0 + hi_row - 1) // blk).tolist()
+                touched = [range(a, b + 1) for a, b in zip(first_span, last_span)]
             else:
                 sel = np.sort(idx[lo_row:hi_row])
                 spans_of = (base + np.arange(g.bpr, dtype=np.int64)[:, None] * N + sel) // blk
@@ -855,10 +858,11 @@ class PerfModel:
         else:
             parts = [(g.groups * (S * BP + drain), 0.0, 0.0, 0.0)]
         # DRAM path of each phase: every burst at the sustained rate, plus a penalty per
-        # row-opening access and one per conflict. A row gather's uneven spread over ranks and bank groups
-        # lengthens the DRAM path only: an access's latency is hidden by the accesses in flight
-        # (calibration error 1.70 vs 1.92 % at 8 units, 1.81 vs 1.99 % at 16, equal at 256 with
-        # it in the access latency). The last phase drains only its own outputs (``short``).
+        # row-opening access and one per conflict. A row gather's uneven spread over ranks and
+        # bank groups lengthens the DRAM path only: an access's latency is hidden by the
+        # accesses in flight (calibration error 1.70 vs 1.92 % at 8 units, 1.81 vs 1.99 % at 16,
+        # equal at 256 with it in the access latency). The last phase drains only its own
+        # outputs (``short``).
         rate = self._burst_rate * p.stream_efficiency
         compute_path = sum(q[0] for q in parts) - short
         weighted = sum(q[1] for q in parts)
