@@ -842,10 +842,14 @@ def bench_comparison(params: PerfParams, bench_path=BENCH_256) -> list:
     return _bench_rows(PerfModel(bench[0], params), bench[1]) if bench else []
 
 
+#: The DRAM-bound parameters the bandwidth bench fixes for a core that never reaches that path
+#: (the bench's shapes have no bank conflicts, so ``conflict_penalty`` keeps its value).
+BENCH_FITTED = ("stream_efficiency", "open_penalty")
+
+
 def fit_dram_bound(params: PerfParams, bench_path=BENCH_256):
-    """Fit ``stream_efficiency`` / ``open_penalty`` to the 256-unit bandwidth bench; (params,
-    per-point comparison) - unchanged params and ``[]`` if the bench file is missing. The
-    bench's shapes have no bank conflicts: ``conflict_penalty`` keeps its value (0)."""
+    """Fit :data:`BENCH_FITTED` to the 256-unit bandwidth bench; (params, per-point comparison)
+    - unchanged params and ``[]`` if the bench file is missing."""
     bench = _bench_points(bench_path)
     if bench is None:
         return params, []
@@ -857,14 +861,14 @@ def fit_dram_bound(params: PerfParams, bench_path=BENCH_256):
     target = np.array([float(p["cycles"]) for p in pts])
 
     def res(x):
-        model.params = params.replace(stream_efficiency=float(x[0]), open_penalty=float(x[1]))
+        model.params = params.replace(**dict(zip(BENCH_FITTED, map(float, x))))
         return np.array([model._cycles(_bench_fields(p), Status.OK, None)[0] for p in pts]) / target - 1
 
     if not pts:
         return params, []
-    lo, hi = zip(*(BOUNDS[n] for n in ("stream_efficiency", "open_penalty")))
-    r = least_squares(res, [params.stream_efficiency, params.open_penalty], bounds=(lo, hi))
-    params = params.replace(stream_efficiency=float(r.x[0]), open_penalty=float(r.x[1]))
+    lo, hi = zip(*(BOUNDS[n] for n in BENCH_FITTED))
+    r = least_squares(res, [getattr(params, n) for n in BENCH_FITTED], bounds=(lo, hi))
+    params = params.replace(**dict(zip(BENCH_FITTED, map(float, r.x))))
     model.params = params
     return params, _bench_rows(model, pts)
 

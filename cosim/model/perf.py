@@ -60,6 +60,7 @@ structural part - units, lanes, ring, DRAM timing - is always the
 configuration's own), or ``UncalibratedError`` with ``strict=True``.
 """
 
+import collections
 import dataclasses
 import json
 import math
@@ -628,22 +629,21 @@ class PerfModel:
         unit) or AXPY beats (one word of every unit). Returns ``(n, beats, bursts, opens,
         ring, spans)``: accesses per group, then beats / bursts / row-opening flags of the
         first ``min(n, _WINDOW)`` of them (the pattern is periodic), the ring's capacity in
-        accesses and (AXPY) the 64 KiB spans the sweep touches. DOT flags are those of the first
-        group (:meth:`_dot_opens` has every group's). An AXPY access opens rows when it enters
+        accesses and the 64 KiB spans the sweep touches; ``opens`` and ``spans`` are None for
+        DOT (:meth:`_dot_opens` replays every group's openings). An AXPY access opens rows when it enters
         another 64 KiB span than the access before it and that span's bank holds other spans
         of the same sweep (else its rows stay open from the previous group); see
         docs/perf_model.md."""
         c = self.config
         U, blk = c.n_units, self._block
         if not g.axpy:
-            flags = self._dot_opens(g, fields)[0]
             n = g.bpr
             w = min(n, _WINDOW)
             beats = [4] * w
             if n <= _WINDOW and g.steps % 4:
                 beats[-1] = g.steps % 4
             u = min(U, g.n_out)
-            return n, beats, [u] * w, list(flags[0]), self._ring_chunks, 0
+            return n, beats, [u] * w, None, self._ring_chunks, None
         base = fields["w_base"] // _BURST
         n = g.steps
         w = min(n, _WINDOW)
@@ -654,17 +654,16 @@ class PerfModel:
         beats, bursts, ring = [1] * w, [per] * w, c.ring_beats
         blocks = [s // blk for s in starts]
         first, final = blocks[0], last // blk
-        nb = self._banks
-        banks = [(b % nb + b // nb) % nb for b in blocks]
-        final_bank = (final % nb + final // nb) % nb
+        banks = [self._span_bank(b) for b in blocks]
+        final_bank = self._span_bank(final)
         if n > _WINDOW:
             sweep = set(range(first, final + 1)) if final - first < 4 * _WINDOW else None
         else:
             sweep = set(blocks)
-        per_bank = [0] * nb
+        per_bank = [0] * self._banks
         if sweep is not None:
             for b in sweep:
-                per_bank[(b % nb + b // nb) % nb] += 1
+                per_bank[self._span_bank(b)] += 1
         opens = []
         for i, b in enumerate(blocks):
             prev, prev_bank = (blocks[i - 1], banks[i - 1]) if i else (final, final_bank)
@@ -675,6 +674,11 @@ class PerfModel:
                 opens.append(2 if banks[i] == prev_bank else 1)
         spans = final - first + 1 if sweep is None else len(sweep)
         return n, beats, bursts, opens, ring, spans
+
+    def _span_bank(self, span: int) -> int:
+        """The bank a 64 KiB span of the weight layout lies in: the address map's bank field
+        with its row rotation (``hw/memory/address_map.py``)."""
+        return int(self._address_map.field("bank", span * self._block * _BURST))
 
     def _dot_opens(self, g: GemvShape, fields) -> tuple:
         """Row openings of a DOT GEMV (dense or row gather), replayed in the streamer's order
@@ -700,10 +704,11 @@ class PerfModel:
         hit = self._opens_cache.get(key)
         if hit is not None:
             return hit
-        blk, nb, N, u = self._block, self._banks, fields["n_rows"], g.per_group
+        blk, N, u = self._block, fields["n_rows"], g.per_group
         base = fields["w_base"] // _BURST
         w = min(g.bpr, _WINDOW)
-        open_span = [-1] * nb
+        open_span = [-1] * self._banks
+        bank_of = {}                        # span -> bank, over this replay
         flags, accesses, conflicts, spans, prev_bank = [], [], [], [], -1
         for grp in range(g.groups):
             lo_row, hi_row = grp * u, min(g.n_out, (grp + 1) * u)
@@ -721,12 +726,16 @@ class PerfModel:
             group_flags, n_access, n_conflict, n_span = [], 0, 0, 0
             for j, blocks in enumerate(touched):
                 opened = []
-                first_bank = (blocks[0] % nb + blocks[0] // nb) % nb
+                first_bank = bank_of.get(blocks[0])
+                if first_bank is None:
+                    first_bank = bank_of[blocks[0]] = self._span_bank(blocks[0])
                 # a conflict: its first span opens rows in the bank the access before it ended
                 # in, so the precharge waits for those reads
                 conflict = open_span[first_bank] != blocks[0] and first_bank == prev_bank
                 for b in blocks:
-                    bank = (b % nb + b // nb) % nb
+                    bank = bank_of.get(b)
+                    if bank is None:
+                        bank = bank_of[b] = self._span_bank(b)
                     if open_span[bank] != b:
                         open_span[bank] = b
                         opened.append(bank)
@@ -831,9 +840,7 @@ class PerfModel:
                 flags, opening, conflicts, spans_opened = self._dot_opens(g, fields)
                 full = g.groups if g.last_outs == u else g.groups - 1
                 # the groups by their row openings (a periodic pattern: a few kinds of group)
-                kinds = {}
-                for f in flags[:full]:
-                    kinds[f] = kinds.get(f, 0) + 1
+                kinds = collections.Counter(flags[:full])
                 compute_path = 0.0
                 for k, (f, count) in enumerate(kinds.items()):
                     compute_path += self._stream(n, beats, bursts, list(f), ring, BP, drain,
