@@ -118,9 +118,12 @@ class Backend:
     """What the driver needs from one NDP-DIMM. Subclasses implement every method.
 
     Attributes: ``name`` (one of :data:`BACKENDS`), ``config`` (:class:`CoreConfig`),
-    ``org`` / ``timing`` (the DRAM's organisation and timing).
+    ``org`` / ``timing`` (the DRAM's organisation and timing), ``functional`` (whether
+    descriptors compute their results: True for the RTL; the model backend's
+    ``functional=False`` only times them, and results read back are refused).
     """
     name = "abstract"
+    functional = True
 
     # --- the DIMM's DRAM, as the host reaches it over the memory channel -----------------
     def load(self, addr: int, data: bytes) -> None:

@@ -432,7 +432,8 @@ def _calibrate(args) -> None:
         path = args.out or calibrate.calibration_path(config)
     if args.streams:
         from ndpdimm.sw.sampling.streams import stream_check
-        block = stream_check(config, args.streams, args.stream_seed, runner)
+        from ndpdimm.sw.scenarios.kernel_logs import scenario_logs
+        block = stream_check(scenario_logs(config), config, args.streams, args.stream_seed, runner)
         calibrate.add_held_out_streams(record, block, path)
         print(calibrate.report(record))
         print(f"wrote {path}")

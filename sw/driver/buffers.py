@@ -3,8 +3,8 @@
 * the torch dtypes the driver moves (``TENSOR_DTYPES``), the GEMV and activation-unit formats
   by torch dtype (``GEMV_DTYPES``, ``ACT_FORMATS``), the GEMV op names (``GEMV_OPS``) and the
   SRAM's alignment and DMA granule (``SRAM_ALIGN``, ``SRAM_GRANULE``);
-* tensors as raw little-endian bytes and back (``_tensor_bytes``, ``_bytes_tensor``) and the
-  argument check ``_check_tensor``;
+* tensors as raw little-endian bytes and back (``tensor_bytes``, ``bytes_tensor``) and the
+  argument check ``check_tensor``;
 * :class:`Buffer` (a block of one DIMM's DRAM or SRAM), the first-fit allocator over a free
   list that hands them out (``Dimm.alloc`` / ``alloc_sram`` / ``free``) and
   :class:`WeightBuffer` (a matrix in the weight streamer's layout, ``Dimm.store_weights``).
@@ -22,8 +22,9 @@ from ndpdimm.hw.descriptors import GemvOp
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.errors import FreedBufferError
 
-__all__ = ["Buffer", "WeightBuffer", "TENSOR_DTYPES", "GEMV_DTYPES", "ACT_FORMATS", "GEMV_OPS",
-           "SRAM_ALIGN", "SRAM_GRANULE"]
+__all__ = ["Buffer", "WeightBuffer", "Allocator", "TENSOR_DTYPES", "GEMV_DTYPES", "ACT_FORMATS",
+           "GEMV_OPS", "SRAM_ALIGN", "SRAM_GRANULE", "round_up", "tensor_bytes", "bytes_tensor",
+           "check_tensor"]
 
 if sys.byteorder != "little":                 # tensors are moved as raw little-endian bytes
     raise ImportError("the NDP-DIMM driver needs a little-endian host")
@@ -40,21 +41,21 @@ SRAM_ALIGN = 32                                # the SRAM word; DMA and activati
 SRAM_GRANULE = 64                              # DMA length unit
 
 
-def _round(n, k):
+def round_up(n, k):
     return -(-n // k) * k
 
 
-def _tensor_bytes(t: torch.Tensor) -> bytes:
+def tensor_bytes(t: torch.Tensor) -> bytes:
     return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-def _bytes_tensor(raw: bytes, dtype, shape) -> torch.Tensor:
+def bytes_tensor(raw: bytes, dtype, shape) -> torch.Tensor:
     if not raw:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape).clone()
 
 
-def _check_tensor(name, t, dtypes=TENSOR_DTYPES):
+def check_tensor(name, t, dtypes=TENSOR_DTYPES):
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
@@ -87,7 +88,7 @@ class Buffer:
         return f"Buffer({self.space}, {self.addr:#x}, {self.nbytes} bytes{state})"
 
 
-class _Allocator:
+class Allocator:
     """First fit over a free list of ``[lo, hi)`` spans; neighbours merge on free."""
 
     def __init__(self, space: str, lo: int, hi: int, align: int, granule: int, what: str) -> None:
@@ -99,12 +100,12 @@ class _Allocator:
     def alloc(self, nbytes: int, owner: object) -> Buffer:
         if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 1:
             raise ValueError(f"a {self.space} allocation is a positive number of bytes, got {nbytes!r}")
-        size = _round(nbytes, self.granule)
+        size = round_up(nbytes, self.granule)
         if size > self.hi - self.lo:
             raise MemoryError(f"cannot allocate {nbytes} bytes of {self.space}: {self.what} "
                               f"[{self.lo:#x}, {self.hi:#x}) holds only {self.hi - self.lo} bytes")
         for i, (a, b) in enumerate(self.free_spans):
-            start = _round(a, self.align)
+            start = round_up(a, self.align)
             if start + size <= b:
                 spans = [(a, start)] if start > a else []
                 if start + size < b:
@@ -149,7 +150,7 @@ class _Allocator:
         """Largest allocation that would succeed now."""
         best = 0
         for a, b in self.free_spans:
-            best = max(best, (b - _round(a, self.align)) // self.granule * self.granule)
+            best = max(best, (b - round_up(a, self.align)) // self.granule * self.granule)
         return best
 
 

@@ -60,20 +60,20 @@ from ndpdimm.sw.driver.buffers import (
     SRAM_ALIGN,
     SRAM_GRANULE,
     TENSOR_DTYPES,
+    Allocator,
     Buffer,
     WeightBuffer,
-    _Allocator,
-    _bytes_tensor,
-    _check_tensor,
-    _round,
-    _tensor_bytes,
+    bytes_tensor,
+    check_tensor,
+    round_up,
+    tensor_bytes,
 )
 from ndpdimm.sw.driver.errors import NdpError
 from ndpdimm.sw.driver.host_reads import HostReads
 from ndpdimm.sw.driver.kernels import Kernels
 from ndpdimm.sw.driver.timeline import descriptor_timeline
 
-__all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "make_backend"]
+__all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "Measurement", "make_backend"]
 
 ID_BITS = 12
 
@@ -148,6 +148,25 @@ class RunStats:
                                  "dram_bytes": c.dram_bytes} for lab, c in self.descriptors]}
 
 
+@dataclass
+class Measurement:
+    """What a :meth:`Dimm.measure` scope cost: the backend clock at its start and end (NDP cycles)
+    and the counter increments (:data:`~ndpdimm.cosim.backend.COUNTER_REGISTERS`). Filled in when
+    the scope closes (``end`` is None while it is open)."""
+    label: str
+    backend: str
+    start: int
+    end: int | None = None
+    counters: dict = field(default_factory=dict)
+
+    @property
+    def cycles(self) -> int:
+        """Elapsed NDP cycles of the scope (backend clock, ``end - start``)."""
+        if self.end is None:
+            raise RuntimeError(f"measurement {self.label!r} is still open")
+        return self.end - self.start
+
+
 def make_backend(backend: str | Backend, config: CoreConfig | None = None, **kwargs: Any) -> Backend:
     """A backend by name (``"model"`` / ``"rtl"``), or ``backend`` itself if it is one."""
     if isinstance(backend, Backend):
@@ -203,8 +222,8 @@ class Dimm(Kernels):
         got = (self.backend.csr_read("WINDOW_BASE"), self.backend.csr_read("WINDOW_LIMIT"))
         if got != (lo, hi):
             raise RuntimeError(f"the core kept its window {got} (busy?): cannot open [{lo:#x}, {hi:#x})")
-        self.dram = _Allocator("dram", lo, hi, BURST_BYTES, BURST_BYTES, "the NDP window")
-        self.sram = _Allocator("sram", 0, self.config.sram_size, SRAM_ALIGN, SRAM_GRANULE, "the SRAM")
+        self.dram = Allocator("dram", lo, hi, BURST_BYTES, BURST_BYTES, "the NDP window")
+        self.sram = Allocator("sram", 0, self.config.sram_size, SRAM_ALIGN, SRAM_GRANULE, "the SRAM")
         self.layouts = descriptor_layouts(cap, self.config.sram_size)
         self._next_id = 0
         self._outstanding = {}          # id -> Descriptor, submitted and not yet completed
@@ -223,6 +242,39 @@ class Dimm(Kernels):
     @property
     def capacity(self) -> int:
         return self.backend.org.capacity_bytes
+
+    @property
+    def functional(self) -> bool:
+        """Whether descriptors compute results (False: a timing-only model, results not read)."""
+        return self.backend.functional
+
+    @property
+    def timing_source(self) -> str | None:
+        """Where the cycle counts come from beyond the backend's name: the calibration file of
+        the model backend's performance model; None for the RTL (its own cycles)."""
+        return getattr(getattr(self.backend, "perf", None), "source", None)
+
+    def measure(self, label: str = "") -> _MeasureScope:
+        """A context manager timing everything inside it on this DIMM's clock:
+        ``with dimm.measure("cold_mlp") as m: ...`` then ``m.cycles`` (a :class:`Measurement`).
+        Scopes nest and do not disturb ``last_run``."""
+        return Dimm._MeasureScope(self, label)
+
+    class _MeasureScope:
+        def __init__(self, dimm, label):
+            self.dimm, self.label = dimm, label
+
+        def __enter__(self) -> Measurement:
+            b = self.dimm.backend
+            self.c0 = b.counters()
+            self.m = Measurement(self.label, b.name, b.cycle)
+            return self.m
+
+        def __exit__(self, *exc):
+            b = self.dimm.backend
+            self.m.end = b.cycle
+            c1 = b.counters()
+            self.m.counters = {k: c1[k] - self.c0.get(k, 0) for k in c1}
 
     def close(self) -> None:
         """Close the backend if this DIMM created it (one passed in stays open)."""
@@ -265,8 +317,8 @@ class Dimm(Kernels):
         from a DRAM staging area in whole 64 B blocks: bytes up to the next 64 B boundary after
         the tensor are zeroed."""
         self.check(buf, "write")
-        _check_tensor("tensor", tensor)
-        raw = _tensor_bytes(tensor)
+        check_tensor("tensor", tensor)
+        raw = tensor_bytes(tensor)
         if not isinstance(offset, int) or offset < 0 or offset + len(raw) > buf.nbytes:
             raise ValueError(f"{len(raw)} bytes at offset {offset!r} do not fit {buf!r}")
         self._write_bytes(buf, offset, raw)
@@ -277,7 +329,7 @@ class Dimm(Kernels):
             return
         if offset % SRAM_GRANULE:
             raise ValueError(f"SRAM writes start on a {SRAM_GRANULE} B boundary, got offset {offset}")
-        n = _round(len(raw), SRAM_GRANULE)
+        n = round_up(len(raw), SRAM_GRANULE)
         if not n:
             return
         tmp = self.alloc(n)
@@ -302,14 +354,14 @@ class Dimm(Kernels):
         if any(s < 0 for s in shape) or not isinstance(offset, int) or offset < 0 or \
                 offset + n > buf.nbytes:
             raise ValueError(f"{dtype} {shape} ({n} bytes) at offset {offset!r} does not fit {buf!r}")
-        return _bytes_tensor(self._read_bytes(buf, offset, n), dtype, shape)
+        return bytes_tensor(self._read_bytes(buf, offset, n), dtype, shape)
 
     def _read_bytes(self, buf, offset, n):
         if buf.space == "dram":
             return self.backend.dump(buf.addr + offset, n)
         lo = buf.addr + offset
         a = lo // SRAM_ALIGN * SRAM_ALIGN
-        m = _round(lo + n - a, SRAM_GRANULE)
+        m = round_up(lo + n - a, SRAM_GRANULE)
         if a + m > self.config.sram_size:
             a = max(0, self.config.sram_size - m)
         if not n:

@@ -46,10 +46,10 @@ from ndpdimm.sw.driver.buffers import (
     SRAM_ALIGN,
     SRAM_GRANULE,
     WeightBuffer,
-    _bytes_tensor,
-    _check_tensor,
-    _round,
-    _tensor_bytes,
+    bytes_tensor,
+    check_tensor,
+    round_up,
+    tensor_bytes,
 )
 
 __all__ = ["Kernels"]
@@ -78,7 +78,7 @@ class Kernels:
         """``W`` into DRAM in the weight streamer's layout: "dot" for ``W`` [N, K] (dense / row
         gather), "axpy" for ``Wt`` [J, N] (column gather). ``dtype`` defaults to ``W``'s
         (float16 -> FP16, bfloat16 -> BF16, int8 -> INT8); a different one is an error."""
-        _check_tensor("W", W, tuple(GEMV_DTYPES))
+        check_tensor("W", W, tuple(GEMV_DTYPES))
         if W.dim() != 2 or 0 in W.shape:
             raise ValueError(f"W must be a non-empty 2-D tensor, got shape {tuple(W.shape)}")
         dt = GEMV_DTYPES[W.dtype]
@@ -134,7 +134,7 @@ class Kernels:
         if (op == "col_gather") != (weights.layout == "axpy"):
             raise ValueError(f"{op} needs weights stored with layout "
                              f"{'axpy' if op == 'col_gather' else 'dot'}, these are {weights.layout}")
-        _check_tensor("x", x, (weights.torch_dtype,))
+        check_tensor("x", x, (weights.torch_dtype,))
         squeeze = x.dim() == 1
         X = x[None] if squeeze else x
         rows, cols = weights.shape
@@ -165,7 +165,7 @@ class Kernels:
         prior = None
         if accumulate is not None:
             want = torch.int32 if is_int else torch.float32
-            _check_tensor("accumulate", accumulate, (want,))
+            check_tensor("accumulate", accumulate, (want,))
             prior = accumulate[None] if accumulate.dim() == 1 else accumulate
             if tuple(prior.shape) != (B, n_out):
                 raise ValueError(f"accumulate must be [{B}, {n_out}], got {tuple(accumulate.shape)}")
@@ -185,7 +185,7 @@ class Kernels:
         rows, cols = wb.shape
         axpy = op == "col_gather"
         x_len = rows * e if axpy else 16 * -(-cols // lanes)
-        x_pitch = _round(x_len, 16)
+        x_pitch = round_up(x_len, 16)
         y = np.zeros((B, n_out), np.uint32)
         if axpy:
             chunks = [(c0, c1, addr, None) for c0, c1, addr in wb.tiles]
@@ -200,8 +200,8 @@ class Kernels:
         per_group = cfg.n_units
 
         def cost(b, c, gather_idx):
-            return (_round(b * x_pitch, SRAM_GRANULE) + _round(4 * gather_idx, SRAM_GRANULE) +
-                    _round(b * _round(4 * c, 32), SRAM_GRANULE))
+            return (round_up(b * x_pitch, SRAM_GRANULE) + round_up(4 * gather_idx, SRAM_GRANULE) +
+                    round_up(b * round_up(4 * c, 32), SRAM_GRANULE))
 
         b = min(B, cfg.max_batch)
         while True:
@@ -244,9 +244,9 @@ class Kernels:
         # SRAM: X rows, one index list, one Y block (the widest chunk), reused chunk by chunk
         widest = max(c1 - c0 for c0, c1, _, _ in chunks)
         max_idx = n_idx_all if axpy else max((0 if s is None else s.numel()) for *_, s in chunks)
-        x_bytes = _round(B * x_pitch, SRAM_GRANULE)
-        i_bytes = _round(4 * max_idx, SRAM_GRANULE)
-        y_bytes = _round(B * _round(4 * widest, 32), SRAM_GRANULE)
+        x_bytes = round_up(B * x_pitch, SRAM_GRANULE)
+        i_bytes = round_up(4 * max_idx, SRAM_GRANULE)
+        y_bytes = round_up(B * round_up(4 * widest, 32), SRAM_GRANULE)
         scratch = self.alloc_sram(x_bytes + i_bytes + y_bytes)
         x_sram, i_sram, y_sram = scratch.addr, scratch.addr + x_bytes, scratch.addr + x_bytes + i_bytes
         staging = []
@@ -264,18 +264,18 @@ class Kernels:
             descs = [self.dma_descriptor(0, stage(x_img).addr, x_sram, x_bytes, "DMA X in")]
             if axpy and n_idx_all:
                 img = weight_layout.index_bytes(index)
-                img += bytes(_round(len(img), SRAM_GRANULE) - len(img))
+                img += bytes(round_up(len(img), SRAM_GRANULE) - len(img))
                 descs.append(self.dma_descriptor(0, stage(img).addr, i_sram, len(img),
                                                  "DMA index list in"))
             outs = []
             for c0, c1, w_addr, sub_idx in chunks:
                 n = c1 - c0
-                y_pitch = _round(4 * n, 32)
-                y_len = _round(B * y_pitch, SRAM_GRANULE)
+                y_pitch = round_up(4 * n, 32)
+                y_len = round_up(B * y_pitch, SRAM_GRANULE)
                 tag = "" if len(chunks) == 1 else f" [{c0}:{c1}]"
                 if sub_idx is not None and sub_idx.numel():
                     img = weight_layout.index_bytes(sub_idx)
-                    img += bytes(_round(len(img), SRAM_GRANULE) - len(img))
+                    img += bytes(round_up(len(img), SRAM_GRANULE) - len(img))
                     descs.append(self.dma_descriptor(0, stage(img).addr, i_sram, len(img),
                                                      "DMA index list in" + tag))
                 if prior is not None:
@@ -316,8 +316,8 @@ class Kernels:
     def _act_io(self, operation, inputs, out_bytes, build, fetch=True):
         """DMA ``inputs`` (raw bytes) into fresh SRAM areas, run ``build(addrs, dst)``'s
         descriptors, DMA ``out_bytes`` back; returns the raw output."""
-        sizes = [_round(max(len(r), 1), SRAM_GRANULE) for r in inputs] + \
-            [_round(max(out_bytes, 1), SRAM_GRANULE)]
+        sizes = [round_up(max(len(r), 1), SRAM_GRANULE) for r in inputs] + \
+            [round_up(max(out_bytes, 1), SRAM_GRANULE)]
         if sum(sizes) > self.sram.largest_free:
             raise MemoryError(f"{operation}: operands and result need {sum(sizes)} bytes of SRAM, "
                               f"{self.sram.largest_free} free (the activation unit works on whole "
@@ -348,7 +348,7 @@ class Kernels:
 
     @staticmethod
     def _act_format(name, t):
-        _check_tensor(name, t, tuple(ACT_FORMATS))
+        check_tensor(name, t, tuple(ACT_FORMATS))
         return ACT_FORMATS[t.dtype]
 
     @staticmethod
@@ -376,13 +376,13 @@ class Kernels:
         red = act in REDUCTION_OPS
         eo = torch.empty((), dtype=self._act_dtype(fout)).element_size()
         out_n = 1 if red else n
-        raw = self._act_io(f"activation {act.name}", [_tensor_bytes(x)], out_n * eo,
+        raw = self._act_io(f"activation {act.name}", [tensor_bytes(x)], out_n * eo,
                            lambda src, dst: [self.act_descriptor(
                                Opcode.ACT, act, fin, fout, n, src[0], dst, c=_f32_bits(c),
                                k=_f32_bits(k), label=f"ACT {act.name} n={n}")], fetch)
         if not fetch:
             return None
-        y = _bytes_tensor(raw, self._act_dtype(fout), (out_n,))
+        y = bytes_tensor(raw, self._act_dtype(fout), (out_n,))
         return y.reshape(()) if red else y.reshape(x.shape)
 
     def eltwise(self, op: str | int | ActOp, a: torch.Tensor, b: torch.Tensor,
@@ -397,13 +397,13 @@ class Kernels:
         fout = self._out_format(out_dtype, fin)
         n = a.numel()
         eo = torch.empty((), dtype=self._act_dtype(fout)).element_size()
-        raw = self._act_io(f"eltwise {act.name}", [_tensor_bytes(a), _tensor_bytes(b)], n * eo,
+        raw = self._act_io(f"eltwise {act.name}", [tensor_bytes(a), tensor_bytes(b)], n * eo,
                            lambda src, dst: [self.act_descriptor(
                                Opcode.ELTWISE, act, fin, fout, n, src[0], dst, src_b=src[1],
                                label=f"ELTWISE {act.name} n={n}")], fetch)
         if not fetch:
             return None
-        return _bytes_tensor(raw, self._act_dtype(fout), a.shape)
+        return bytes_tensor(raw, self._act_dtype(fout), a.shape)
 
     def softmax(self, x: torch.Tensor, out_dtype: torch.dtype | None = None,
                 fetch: bool = True) -> torch.Tensor | None:
@@ -417,9 +417,9 @@ class Kernels:
         R, n = X.shape
         ei = x.element_size()
         eo = torch.empty((), dtype=self._act_dtype(fout)).element_size()
-        in_pitch, out_pitch = _round(n * ei, SRAM_ALIGN), _round(n * eo, SRAM_ALIGN)
+        in_pitch, out_pitch = round_up(n * ei, SRAM_ALIGN), round_up(n * eo, SRAM_ALIGN)
         rows = np.zeros((R, in_pitch), np.uint8)
-        rows[:, :n * ei] = np.frombuffer(_tensor_bytes(X), np.uint8).reshape(R, n * ei)
+        rows[:, :n * ei] = np.frombuffer(tensor_bytes(X), np.uint8).reshape(R, n * ei)
         raw = self._act_io("softmax", [rows.tobytes()], R * out_pitch,
                            lambda src, dst: [self.act_descriptor(
                                Opcode.SOFTMAX, 0, fin, fout, n, src[0] + r * in_pitch,
@@ -428,7 +428,7 @@ class Kernels:
         if not fetch:
             return None
         out = np.frombuffer(raw, np.uint8).reshape(R, out_pitch)[:, :n * eo]
-        y = _bytes_tensor(np.ascontiguousarray(out).tobytes(), self._act_dtype(fout), (R, n))
+        y = bytes_tensor(np.ascontiguousarray(out).tobytes(), self._act_dtype(fout), (R, n))
         return y[0] if x.dim() == 1 else y
 
     @staticmethod

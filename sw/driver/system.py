@@ -20,7 +20,7 @@ import torch
 
 from ndpdimm.cosim.backend import Backend, CoreConfig
 from ndpdimm.hw.formats import Dtype
-from ndpdimm.sw.driver.buffers import GEMV_DTYPES, Buffer, _check_tensor
+from ndpdimm.sw.driver.buffers import GEMV_DTYPES, Buffer, check_tensor
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.timeline import descriptor_timeline
 
@@ -160,7 +160,7 @@ class NdpSystem:
 
     def store_weights_split(self, W: torch.Tensor, dtype: Dtype | str | int | None = None) -> SplitWeights:
         """DOT weights ``W`` [N, K] with rows split as evenly as possible over the DIMMs."""
-        _check_tensor("W", W, tuple(GEMV_DTYPES))
+        check_tensor("W", W, tuple(GEMV_DTYPES))
         if W.dim() != 2:
             raise ValueError(f"W must be 2-D, got shape {tuple(W.shape)}")
         n = W.shape[0]

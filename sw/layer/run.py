@@ -243,7 +243,7 @@ def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, he
         counters = dimm.counters()
         if timeline is not None:
             log(f"wrote {dimm.write_timeline(timeline)}")
-        perf_source = getattr(getattr(dimm.backend, "perf", None), "source", None)
+        perf_source = dimm.timing_source
     rows = steps.rows
     ok = all(r["bit_exact"] for r in rows)
     total = sum(r["elapsed_cycles"] for r in rows)

@@ -7,17 +7,14 @@ through the driver on the RTL backend of the same core configuration, in paralle
 project's Dask runner, each replay checked bit for bit against the golden model
 (``replay``); ``stats`` holds the sample design (allocation, draws) and the interval
 arithmetic (t-intervals per kind, the scenario's NDP time re-estimated with a propagated
-interval); ``kernels`` holds the replay recipes, one per kernel kind, built from the
-scenarios' own kernel code. The method is described in docs/cosim.md ("Sampled RTL
+interval). The replays run the kernels of ``sw/kernels/`` (a logged shape's ``run``): this
+package imports no scenario. The method is described in docs/cosim.md ("Sampled RTL
 co-simulation").
 
-Why here and not in ``sw/driver``: the recipes are the scenarios' kernels (Hermes's cold
-neurons and attention, TriMoE's expert chain), which the driver may not import, and the
-parallel replay uses the Dask runner of ``sw/sweep``. A replay chooses its backend by name
-through the driver (``Dimm("rtl", core)``), as every scenario does, so no backend class is
-imported.
+Why here and not in ``sw/driver``: the kernels sit above the driver, and the parallel replay
+uses the Dask runner of ``sw/sweep``. A replay chooses its backend by name through the driver
+(``Dimm("rtl", core)``), as every scenario does, so no backend class is imported.
 
-May import: ``ndpdimm.hw``, ``ndpdimm.sw`` (driver, scenarios, sweep) and, of
+May import: ``ndpdimm.hw``, ``ndpdimm.sw`` (driver, kernels, sweep; never a scenario) and, of
 ``ndpdimm.cosim``, only ``cosim.backend`` and ``cosim.golden`` (``tests/test_layering.py``).
-``record`` and ``stats`` import nothing of the scenarios, so scenarios can import them.
 """

@@ -1,15 +1,15 @@
 """The log of every NDP kernel invocation a scenario costs: :class:`KernelLog`.
 
-An invocation is described by its *kind* (``cold_mlp``, ``qkv_dense``, ``attention``,
-``expert``, ...: one per replay recipe in ``sw/sampling/kernels.py``), its *shape
-parameters* (a small dict of ints and strings: rows, hidden size, batch, context,
-dtype ...) and the NDP cycles the scenario charged for it (what its cost line
-predicted). That is a deterministic recipe: the replay rebuilds the kernel's
-descriptor stream through the driver from the shape and synthetic data drawn from a
-seed, so nothing of the full-size tensors is stored.
+An invocation is described by its kernel's *shape* (a frozen
+:class:`~ndpdimm.sw.kernels.base.Shape` of one kernel module of ``sw/kernels/``: its ``kind``,
+``cold_mlp``, ``qkv_dense``, ``attention``, ``expert``, and a few ints and strings: rows,
+hidden size, batch, context, dtype ...) and the NDP cycles the scenario charged for it (what
+its cost line predicted). That is a deterministic recipe: the replay rebuilds the kernel's
+descriptor stream through the driver from the shape and synthetic data drawn from a seed
+(:meth:`~ndpdimm.sw.kernels.base.Shape.run`), so nothing of the full-size tensors is stored.
 
 A decode run costs the same shape many times (every DIMM, every layer, every
-sequence's attention at one context length), so identical ``(kind, params)`` are
+sequence's attention at one context length), so identical shapes are
 aggregated into one entry with a count and the cycles charged in total: a
 LLaMA2-70B run of 64 steps logs about 10^5 invocations in a few hundred entries.
 Sampling an invocation at random is sampling an entry with probability proportional
@@ -20,16 +20,25 @@ from __future__ import annotations
 
 import dataclasses
 
+from ndpdimm.sw.kernels.base import Shape
+
 __all__ = ["KernelEntry", "KernelLog"]
 
 
 @dataclasses.dataclass
 class KernelEntry:
     """Identical invocations of one kernel shape: how many, and the cycles charged in total."""
-    kind: str
-    params: dict
+    shape: Shape
     count: int = 0
     cycles: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        return self.shape.kind
+
+    @property
+    def params(self) -> dict:
+        return self.shape.params()
 
     @property
     def cycles_each(self) -> float:
@@ -40,22 +49,21 @@ class KernelLog:
     """Every NDP kernel invocation of one scenario run (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple, KernelEntry] = {}
+        self._entries: dict[Shape, KernelEntry] = {}
 
-    def add(self, kind: str, params: dict, cycles: float, count: int = 1) -> None:
-        """``count`` invocations of ``kind`` with ``params``, each charged ``cycles``."""
-        if not isinstance(kind, str) or not kind:
-            raise ValueError(f"a kernel kind is a non-empty string, got {kind!r}")
+    def add(self, shape: Shape, cycles: float, count: int = 1) -> None:
+        """``count`` invocations of the kernel ``shape``, each charged ``cycles``."""
+        if not isinstance(shape, Shape) or not shape.kind:
+            raise ValueError(f"expected the shape of a kernel kind (sw/kernels), got {shape!r}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"count must be an int >= 0, got {count!r}")
         if not cycles >= 0:
             raise ValueError(f"charged cycles must be >= 0, got {cycles!r}")
         if count == 0:
             return
-        key = (kind, tuple(sorted(params.items())))
-        e = self._entries.get(key)
+        e = self._entries.get(shape)
         if e is None:
-            e = self._entries[key] = KernelEntry(kind, dict(params))
+            e = self._entries[shape] = KernelEntry(shape)
         e.count += count
         e.cycles += float(cycles) * count
 

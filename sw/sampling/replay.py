@@ -5,7 +5,7 @@
 the JSON block every scenario writes under ``rtl_samples``; :func:`format_rtl_check` prints
 it beside the model's figure.
 
-A replay runs the invocation's recipe (``sw/sampling/kernels.py``) twice, each on a fresh
+A replay runs the invocation's kernel (its shape's ``run``, ``sw/kernels/``) twice, each on a fresh
 DIMM of the scenario's core configuration: on the model backend with values
 (``functional=True``: its results are the golden model's, ``cosim/golden``) and on
 ``backend`` (``"rtl"``: the Verilated core in the C++ harness). Every result tensor of the
@@ -29,7 +29,7 @@ import torch
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.sampling.kernels import replay
+from ndpdimm.sw.kernels import Shape, replay
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import (
     CONFIDENCE,
@@ -54,7 +54,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
-def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: str = "rtl",
+def replay_one(shape: Shape, seed: int, core: CoreConfig, backend: str = "rtl",
                descriptors: bool = False) -> dict:
     """One invocation on the model backend (golden results) and on ``backend`` (see the module
     docstring): cycles, bit-exactness and wall seconds. ``descriptors``: also every waited-for
@@ -66,14 +66,15 @@ def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: st
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the model's UncalibratedWarning: said once
             with Dimm(name, core, timeline=descriptors, **kw) as dimm:
-                out[f"{role}_backend_cycles"], results[role] = replay(dimm, kind, params, seed)
+                out[f"{role}_backend_cycles"], results[role] = replay(dimm, shape, seed)
                 if descriptors:
                     out[f"{role}_descriptor_cycles"] = [c.cycles for _, c in dimm.timeline_records]
                     labels[role] = [label for label, _ in dimm.timeline_records]
         out[f"{role}_seconds"] = time.perf_counter() - t0
     if descriptors:
         if labels["model"] != labels["rtl"]:
-            raise RuntimeError(f"{kind} {params}: the backends ran different descriptor streams")
+            raise RuntimeError(f"{shape.kind} ({shape.describe()}): the backends ran different "
+                               f"descriptor streams")
         out["labels"] = labels["model"]
     gold, got = results["model"], results["rtl"]
     out["bit_exact"] = len(gold) == len(got) and all(same_bits(a, b) for a, b in zip(gold, got))
@@ -82,7 +83,7 @@ def replay_one(kind: str, params: dict, seed: int, core: CoreConfig, backend: st
 
 
 def _run(draws: list[Draw], core: CoreConfig, backend: str, workers: int, scheduler, log) -> list:
-    args = [(d.kind, d.params, d.seed, core, backend) for d in draws]
+    args = [(d.shape, d.seed, core, backend) for d in draws]
     results: list = [None] * len(draws)
     t0 = time.perf_counter()
 
@@ -92,7 +93,7 @@ def _run(draws: list[Draw], core: CoreConfig, backend: str, workers: int, schedu
             rec = {"error": f"{type(err).__name__}: {err}"}
         results[i] = rec
         finished = sum(r is not None for r in results)
-        shape = ", ".join(f"{k}={v}" for k, v in d.params.items())
+        shape = d.shape.describe()
         if err is not None:
             what = rec["error"]
         else:

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from ndpdimm.sw.kernels.base import Shape
 from ndpdimm.sw.sampling.record import KernelLog
 
 __all__ = ["Draw", "check_samples_request", "allocate", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
@@ -43,12 +44,19 @@ METHOD = ("stratified by kernel kind; within a kind, draws with probability prop
 
 @dataclasses.dataclass(frozen=True)
 class Draw:
-    """One sampled invocation: its kind and shape, the cycles the scenario charged for it and
-    the seed of its synthetic data."""
-    kind: str
-    params: dict
+    """One sampled invocation: its kernel shape, the cycles the scenario charged for it and the
+    seed of its synthetic data."""
+    shape: Shape
     model_cycles: float
     seed: int
+
+    @property
+    def kind(self) -> str:
+        return self.shape.kind
+
+    @property
+    def params(self) -> dict:
+        return self.shape.params()
 
 
 def _t(df: float) -> float:
@@ -98,7 +106,7 @@ def draw(log: KernelLog, n: int, seed: int) -> list[Draw]:
         picks = rng.choice(len(entries), size=alloc[kind], replace=True, p=w / w.sum())
         for i in picks:
             e = entries[int(i)]
-            out.append(Draw(kind, dict(e.params), e.cycles_each, int(rng.integers(2 ** 31))))
+            out.append(Draw(e.shape, e.cycles_each, int(rng.integers(2 ** 31))))
     return out
 
 

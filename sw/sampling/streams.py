@@ -6,14 +6,16 @@ and short sequences. The scenarios charge whole kernels: back-to-back descriptor
 step gathers the KV cache; a TriMoE expert is a SwiGLU chain of GEMVs). This module checks the
 fitted model on those streams, none of which the fit saw:
 
-1. :func:`scenario_logs`: one Hermes run (its default set-up, batch 1) and one TriMoE run (its
-   default set-up) on the model backend of ``core``, each logging every NDP kernel invocation
-   its system charged (``sw/sampling/record.py``).
+1. the caller's kernel logs: one Hermes run (its default set-up, batch 1) and one TriMoE run
+   (its default set-up) on the model backend of ``core``, each logging every NDP kernel
+   invocation its system charged (``sw/sampling/record.py``;
+   :func:`ndpdimm.sw.scenarios.kernel_logs.scenario_logs` runs them: this package imports no
+   scenario).
 2. :func:`draw_streams`: ``per_kind`` invocations of every kernel kind, drawn with ``seed``
    by charged cycles (``sw/sampling/stats.py``: an invocation is as likely as its share of
    the kind's NDP time).
-3. :func:`stream_one`: the invocation's descriptor stream (the recipe of
-   ``sw/sampling/kernels.py``) on the model backend (functional: the golden model's results)
+3. :func:`stream_one`: the invocation's descriptor stream (its
+   kernel's ``Shape.run``, ``sw/kernels/``) on the model backend (functional: the golden model's results)
    and on the RTL backend, each on a fresh DIMM, submitted back to back as the scenario's
    kernel code does; every descriptor's cycles are kept (``Dimm(timeline=True)``) and the
    RTL's results must equal the model's bit for bit.
@@ -33,37 +35,16 @@ import warnings
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels import Shape
 from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.sampling.replay import replay_one
 from ndpdimm.sw.sampling.stats import Draw, draw
 
-__all__ = ["scenario_logs", "draw_streams", "stream_one", "stream_check", "summarise_streams"]
+__all__ = ["draw_streams", "stream_one", "stream_check", "summarise_streams"]
 
 #: Goals of the issue for the held-out streams (percent).
 TOTAL_GOAL_PCT = 2.0
 PER_DESCRIPTOR_GOAL_PCT = 5.0
-
-
-def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
-    """``{"hermes": log, "trimoe": log}``: the kernels of one default run of each scenario on the
-    model backend of ``core`` (Hermes batch 1; TriMoE with ``core``'s units)."""
-    import dataclasses
-
-    from ndpdimm.sw.scenarios.hermes.config import HermesConfig
-    from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
-    from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
-    quiet = lambda *a, **k: None
-    logs = {"hermes": KernelLog(), "trimoe": KernelLog()}
-    t0 = time.perf_counter()
-    run_hermes(dataclasses.replace(HermesConfig(), units=core.n_units), core=core, log=quiet,
-               kernels=logs["hermes"], ablations=False)      # the Hermes system's kernels only
-    log(f"[streams] Hermes run logged {logs['hermes'].invocations():,} kernel invocations "
-        f"({time.perf_counter() - t0:.0f} s)")
-    t0 = time.perf_counter()
-    tcfg = dataclasses.replace(TriMoeConfig(), units=core.n_units, act_lanes=core.act_lanes)
-    run_trimoe(tcfg, log=quiet, kernels=logs["trimoe"])
-    log(f"[streams] TriMoE run logged {logs['trimoe'].invocations():,} kernel invocations "
-        f"({time.perf_counter() - t0:.0f} s)")
-    return logs
 
 
 def draw_streams(logs: dict[str, KernelLog], per_kind: int, seed: int) -> list[tuple[str, Draw]]:
@@ -75,16 +56,15 @@ def draw_streams(logs: dict[str, KernelLog], per_kind: int, seed: int) -> list[t
         for kind in klog.kinds():
             one = KernelLog()
             for e in klog.entries(kind):
-                one.add(kind, e.params, e.cycles_each, e.count)
+                one.add(e.shape, e.cycles_each, e.count)
             out += [(scenario, d) for d in draw(one, per_kind, seed)]
     return out
 
 
-def stream_one(kind: str, params: dict, seed: int, core: CoreConfig) -> dict:
+def stream_one(shape: Shape, seed: int, core: CoreConfig) -> dict:
     """One invocation's descriptor stream on the model and on the RTL backend (module
     docstring, step 3): totals, per-descriptor cycles, bit-exactness, wall seconds."""
-    from ndpdimm.sw.sampling.replay import replay_one
-    out = replay_one(kind, params, seed, core, "rtl", descriptors=True)
+    out = replay_one(shape, seed, core, "rtl", descriptors=True)
     out["model_cycles"] = out.pop("model_backend_cycles")
     out["rtl_cycles"] = out.pop("rtl_backend_cycles")
     return out
@@ -128,16 +108,17 @@ def summarise_streams(rows: list) -> dict:
     }
 
 
-def stream_check(core: CoreConfig, per_kind: int, seed: int, runner, log=print,
-                 logs: dict[str, KernelLog] | None = None) -> dict:
-    """The ``held_out_streams`` block of a calibration record (module docstring)."""
-    logs = scenario_logs(core, log) if logs is None else logs
+def stream_check(logs: dict[str, KernelLog], core: CoreConfig, per_kind: int, seed: int, runner,
+                 log=print) -> dict:
+    """The ``held_out_streams`` block of a calibration record (module docstring): ``logs`` the
+    kernel logs of the scenarios' runs on the model backend of ``core``
+    (:func:`ndpdimm.sw.scenarios.kernel_logs.scenario_logs`)."""
     streams = draw_streams(logs, per_kind, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Dimm("rtl", core).close()                 # the harness build, once, before the workers
     order = sorted(range(len(streams)), key=lambda i: -streams[i][1].model_cycles)
-    tasks = [(streams[i][1].kind, streams[i][1].params, streams[i][1].seed, core) for i in order]
+    tasks = [(streams[i][1].shape, streams[i][1].seed, core) for i in order]
     rows: list = [None] * len(tasks)
     t0 = time.perf_counter()
     log(f"[streams] {len(tasks)} held-out streams ({per_kind} per kernel kind, seed {seed}) on "

@@ -33,7 +33,8 @@ from pathlib import Path
 __all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie", "Host", "NdpDimms", "Hardware",
            "load_model", "load_hardware", "list_models", "list_hardware", "PARAM_TOLERANCE",
            "CONFIG_DIR", "is_hf_config", "HfConfig", "read_hf_config", "with_implied_params",
-           "model_from_hf_config"]
+           "model_from_hf_config", "available_names", "read_config", "typed_fields", "typed_tables",
+           "check_params"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 #: Largest relative difference between a model file's nominal parameter count and its shapes'.
@@ -152,21 +153,21 @@ _EFFICIENCIES = ("compute_efficiency", "memory_efficiency", "encoding_efficiency
                  "protocol_efficiency")
 
 
-def _available(kind: str) -> list:
+def available_names(kind: str) -> list:
     return sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.toml"))
 
 
 def list_models() -> list:
     """Names of the built-in model files."""
-    return _available("models")
+    return available_names("models")
 
 
 def list_hardware() -> list:
     """Names of the built-in hardware files."""
-    return _available("hardware")
+    return available_names("hardware")
 
 
-def _read(kind: str, name_or_path, what: str | None = None) -> tuple:
+def read_config(kind: str, name_or_path, what: str | None = None) -> tuple:
     """``(path, document)`` of a built-in name under ``CONFIG_DIR / kind`` or of a TOML path;
     ``what`` names the kind in the unknown-name message (default: from ``kind``)."""
     path = Path(name_or_path)
@@ -175,7 +176,7 @@ def _read(kind: str, name_or_path, what: str | None = None) -> tuple:
         if not path.is_file():
             what = what or (kind[:-1] if kind == "models" else kind)
             raise CatalogError(f"unknown {what} "
-                               f"{name_or_path!r}: built in are {', '.join(_available(kind))} "
+                               f"{name_or_path!r}: built in are {', '.join(available_names(kind))} "
                                f"(or give a path to a .toml file)")
     try:
         with open(path, "rb") as f:
@@ -186,7 +187,7 @@ def _read(kind: str, name_or_path, what: str | None = None) -> tuple:
         raise CatalogError(f"{path}: not valid TOML: {e}") from None
 
 
-def _fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
+def typed_fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
     """``table`` checked against ``cls``'s fields: every one present with the right type, nothing
     else; numbers positive, those named in ``may_be_zero`` non-negative."""
     names = [f.name for f in dataclasses.fields(cls)]
@@ -218,8 +219,8 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
     (``models``: Hermes; ``serving_models``: RAPID)."""
     if is_hf_config(name_or_path):
         return model_from_hf_config(name_or_path)
-    path, doc = _read(folder, name_or_path, what="model")
-    m = ModelShape(**_fields(ModelShape, doc, str(path)))
+    path, doc = read_config(folder, name_or_path, what="model")
+    m = ModelShape(**typed_fields(ModelShape, doc, str(path)))
     if m.mlp not in _MLP_KINDS:
         raise CatalogError(f"{path}: mlp must be one of {_MLP_KINDS}, got {m.mlp!r}")
     if m.activation not in _ACTIVATIONS:
@@ -367,15 +368,15 @@ def check_params(path, params: int, nominal_b: float) -> None:
 
 def load_hardware(name_or_path="hermes") -> Hardware:
     """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = _read("hardware", name_or_path)
+    path, doc = read_config("hardware", name_or_path)
     sections = {"gpu": Gpu, "pcie": Pcie, "host": Host, "ndp": NdpDimms}
-    parts = _tables(path, doc, sections)
+    parts = typed_tables(path, doc, sections)
     return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
 
 
-def _tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
+def typed_tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
     """``doc``'s sections, exactly those of ``sections`` (name -> dataclass), each a table with
-    its class's fields checked by :func:`_fields` (``may_be_zero`` passed on): name -> field
+    its class's fields checked by :func:`typed_fields` (``may_be_zero`` passed on): name -> field
     values."""
     unknown = [k for k in doc if k not in sections]
     missing = [k for k in sections if k not in doc]
@@ -387,5 +388,5 @@ def _tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
     for key, cls in sections.items():
         if not isinstance(doc[key], dict):
             raise CatalogError(f"{path}: [{key}] must be a table")
-        parts[key] = _fields(cls, doc[key], f"{path} [{key}]", may_be_zero)
+        parts[key] = typed_fields(cls, doc[key], f"{path} [{key}]", may_be_zero)
     return parts

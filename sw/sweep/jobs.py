@@ -101,9 +101,9 @@ def _rtl_gemv(p):
         x = torch.randn(shape_x, generator=gen).to(dtype)
     with Dimm(p["backend"], CoreConfig(n_units=p["units"])) as dimm:
         weights = dimm.store_weights(w)
-        start = dimm.backend.cycle
-        y = dimm.gemv(weights, x)
-        cycles = dimm.backend.cycle - start
+        with dimm.measure("rtl-gemv") as m:
+            y = dimm.gemv(weights, x)
+        cycles = m.cycles
     want = golden.gemv_dot(w, x, Dtype[p["dtype"].upper()])
     if y.dtype == torch.float32:
         y, want = y.view(torch.int32), want.view(torch.int32)

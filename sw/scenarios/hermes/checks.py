@@ -1,9 +1,9 @@
 """The checks and records of one Hermes decode step: golden comparison, tolerance, cycles.
 
 Every NDP kernel of :meth:`~ndpdimm.sw.scenarios.hermes.decode.HermesNdp.decode_step`
-runs through :class:`_StepRun`, which compares its result bit for bit with
+runs through :class:`StepRun`, which compares its result bit for bit with
 the golden model fed the same inputs (``cosim/golden/numerics.py`` for GEMVs
-and the result writer's accumulate, :func:`_golden_accumulate`;
+and the result writer's accumulate, :func:`golden_accumulate`;
 ``cosim/golden/activation.py`` for ACT / SOFTMAX) and keeps a
 :class:`KernelRecord`; the step's output is compared with
 :func:`~ndpdimm.sw.scenarios.hermes.reduced_model.reference_decode_step` in
@@ -55,7 +55,7 @@ from ndpdimm.sw.layer.run import bit_identical, tensor_bits
 from ndpdimm.sw.scenarios.hermes.reduced_model import KvCache, ReferenceStep
 
 __all__ = ["KernelRecord", "StepResult", "tolerance", "FP16_UNIT_ROUNDOFF", "ROUNDINGS_PER_LAYER",
-           "TOLERANCE_FACTOR"]
+           "TOLERANCE_FACTOR", "golden_accumulate", "StepRun"]
 
 FP16_UNIT_ROUNDOFF = 2.0 ** -11
 #: FP16 roundings on the NDP path per layer: LN1 out, q, K/V, softmax out, LN2 out, ReLU out.
@@ -184,12 +184,12 @@ class StepResult:
 
 # ---- golden helpers and the kernel runner -------------------------------------------------------
 
-def _golden_accumulate(prior, y):
+def golden_accumulate(prior, y):
     """The result writer's ``accumulate``: FP32 ``prior + y`` bit for bit."""
     return golden.bits_f32(golden.accumulate_bits(tensor_bits(prior), tensor_bits(y), False).astype(np.int64))
 
 
-class _StepRun:
+class StepRun:
     """Runs one step's kernels on their DIMMs, checks them, keeps the records."""
 
     def __init__(self, ndp, batch):

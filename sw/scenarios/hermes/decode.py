@@ -70,16 +70,16 @@ from ndpdimm.sw.driver.dimm import Dimm
 
 # the golden chain of the activation unit, shared with ``run-layer``
 from ndpdimm.sw.layer.run import golden_elementwise, golden_softmax
-from ndpdimm.sw.scenarios.hermes.checks import StepResult, _golden_accumulate, _StepRun, tolerance
+from ndpdimm.sw.scenarios.hermes.checks import StepResult, StepRun, golden_accumulate, tolerance
 from ndpdimm.sw.scenarios.hermes.reduced_model import (
     F16,
     F64,
     KvCache,
     ReducedModel,
-    _layer_norm,
-    _positive_int,
+    layer_norm,
     neuron_frequency,
     oracle_prediction,
+    positive_int,
     prefill,
     reference_decode_step,
 )
@@ -127,7 +127,7 @@ def make_placement(model: ReducedModel, n_dimms: int, hot_fraction: float = 0.2,
     each layer's ``hot_fraction`` most frequent neurons on the GPU, the others dealt to the DIMMs
     greedily (most frequent first, to the DIMM with the least expected activations so far);
     the first ``qkv_gpu_fraction`` of the QKV rows on the GPU, the rest in contiguous blocks."""
-    _positive_int("n_dimms", n_dimms)
+    positive_int("n_dimms", n_dimms)
     for name, v in (("hot_fraction", hot_fraction), ("qkv_gpu_fraction", qkv_gpu_fraction)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {v!r}")
@@ -262,12 +262,12 @@ class HermesNdp:
         limit = min(d.config.max_batch for d in self.dimms)
         if B > limit:
             raise ValueError(f"batch {B} exceeds the DIMMs' max_batch {limit}")
-        run = _StepRun(self, B)
+        run = StepRun(self, B)
         r = x.clone()
         keys, values = [], []
         for layer, lw in enumerate(m.weights):
             run.layer = layer
-            h = _layer_norm(r, lw.ln1_w, lw.ln1_b)
+            h = layer_norm(r, lw.ln1_w, lw.ln1_b)
             qkv = self._qkv(run, layer, lw, h)
             q, k, v = qkv.split(m.hidden, dim=1)
             K = torch.cat([cache.keys[layer], k[:, None]], dim=1)
@@ -276,7 +276,7 @@ class HermesNdp:
             values.append(V)
             attn = self._attention(run, q, K, V)
             r = r + attn @ lw.w_o.float().T + lw.b_o
-            h2 = _layer_norm(r, lw.ln2_w, lw.ln2_b)
+            h2 = layer_norm(r, lw.ln2_w, lw.ln2_b)
             r = r + self._mlp(run, layer, lw, h2, predicted[layer]) + lw.b_fc2
         ref = reference_decode_step(m, cache, x, F64)
         delta = (ref.out - x.double()).norm().item()
@@ -303,7 +303,7 @@ class HermesNdp:
                 continue
             bias = lw.b_qkv[dl.qkv_rows].repeat(B, 1)
             W = lw.w_qkv[dl.qkv_rows]
-            want = _golden_accumulate(bias, golden.gemv_dot(W, h16, Dtype.FP16))
+            want = golden_accumulate(bias, golden.gemv_dot(W, h16, Dtype.FP16))
             out[:, dl.qkv_rows] = run.kernel(
                 "qkv", "GEMV dense", d, len(dl.qkv_rows),
                 lambda dimm: dimm.gemv(dl.qkv_w, h16, accumulate=bias), want)
@@ -370,7 +370,7 @@ class HermesNdp:
         z = run.kernel("mlp", "GEMV row_gather", d, n,
                        lambda dm: dm.gemv(dl.fc1_w, h16, op="row_gather", idx=local,
                                           accumulate=bias),
-                       _golden_accumulate(bias, golden.gemv_dot(W1, h16, Dtype.FP16)))
+                       golden_accumulate(bias, golden.gemv_dot(W1, h16, Dtype.FP16)))
         a = run.kernel("mlp", "ACT RELU", d, n, lambda dm: dm.activation("relu", z, out_dtype=F16),
                        golden_elementwise(ActOp.RELU, z, out=F16))
         H = torch.zeros(B, len(dl.neurons), dtype=F16)
@@ -410,8 +410,8 @@ def run_hermes_decode(backend="model", batch: int = 2, n_dimms: int = 2, prompt_
     ``batch`` sequences with the oracle prediction over ``n_dimms`` logical DIMMs (all served by
     one ``Dimm`` on ``backend``, ``config`` its :class:`CoreConfig`). Prints the kernel table,
     returns (and writes to ``json_out``) :meth:`StepResult.as_dict` plus the setup."""
-    _positive_int("batch", batch)
-    _positive_int("prompt_tokens", prompt_tokens)
+    positive_int("batch", batch)
+    positive_int("prompt_tokens", prompt_tokens)
     model = ReducedModel(seed=seed)
     g = torch.Generator().manual_seed(seed + 1)
     cache = prefill(model, torch.randn(batch, prompt_tokens, model.hidden, generator=g))

@@ -39,7 +39,7 @@ a :class:`Usage` with that configuration's powers.
 import dataclasses
 import math
 
-from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, Hardware, _read, _tables, load_hardware
+from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, Hardware, load_hardware, read_config, typed_tables
 
 __all__ = ["SYSTEMS", "GpuPower", "DramEnergy", "NdpEnergy", "LinkEnergy", "PcieEnergy",
            "HostPower", "Prices", "Datacenter", "EnergyConfig", "Usage", "EnergyModel",
@@ -147,9 +147,9 @@ _CEILINGS = {"pj_per_bit": 1000.0, "dimm_pj_per_bit": 1000.0, "host_pj_per_bit":
 def load_energy(name_or_path="hermes_energy") -> EnergyConfig:
     """The energy model and price file (built-in name or TOML path); :class:`CatalogError` on a
     bad file."""
-    path, doc = _read("energy", name_or_path)
+    path, doc = read_config("energy", name_or_path)
     parts = {}
-    for key, values in _tables(path, doc, _SECTIONS).items():
+    for key, values in typed_tables(path, doc, _SECTIONS).items():
         for name, ceiling in _CEILINGS.items():
             if name in values and values[name] > ceiling:
                 raise CatalogError(f"{path} [{key}]: {name} must be at most {ceiling}, "

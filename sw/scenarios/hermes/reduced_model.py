@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 __all__ = ["ReducedModel", "LayerWeights", "KvCache", "ReferenceStep", "reference_decode_step",
-           "prefill", "neuron_frequency", "oracle_prediction", "MAX_BATCH"]
+           "prefill", "neuron_frequency", "oracle_prediction", "MAX_BATCH", "layer_norm",
+           "positive_int"]
 
 F16, F32, F64 = torch.float16, torch.float32, torch.float64
 #: Sequences per decode step (the GEMV engine's batch shares one weight stream).
@@ -33,7 +34,7 @@ MAX_BATCH = 4
 LN_EPS = 1e-5
 
 
-def _positive_int(name, v):
+def positive_int(name, v):
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise ValueError(f"{name} must be a positive integer, got {v!r}")
     return v
@@ -80,7 +81,7 @@ class ReducedModel:
 
     def __post_init__(self):
         for name in ("hidden", "heads", "ffn", "layers"):
-            _positive_int(name, getattr(self, name))
+            positive_int(name, getattr(self, name))
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.hidden % self.heads:
@@ -139,7 +140,7 @@ class ReducedModel:
             cache.check(self, x.shape[0])
 
 
-def _layer_norm(x, w, b):
+def layer_norm(x, w, b):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), w.to(x.dtype), b.to(x.dtype), LN_EPS)
 
 
@@ -206,7 +207,7 @@ def reference_decode_step(model: ReducedModel, cache: KvCache, x: torch.Tensor,
     r = x.to(dtype)
     keys, values, pre = [], [], []
     for lw, K0, V0 in zip(model.weights, cache.keys, cache.values):
-        h = _layer_norm(r, lw.ln1_w, lw.ln1_b)
+        h = layer_norm(r, lw.ln1_w, lw.ln1_b)
         qkv = h @ lw.w_qkv.to(dtype).T + lw.b_qkv.to(dtype)
         q, k, v = qkv.split(model.hidden, dim=1)
         K = torch.cat([K0.to(dtype), k[:, None]], dim=1)
@@ -214,7 +215,7 @@ def reference_decode_step(model: ReducedModel, cache: KvCache, x: torch.Tensor,
         keys.append(K.to(F32))
         values.append(V.to(F32))
         r = r + _attend(q, K, V, model.heads) @ lw.w_o.to(dtype).T + lw.b_o.to(dtype)
-        z = _layer_norm(r, lw.ln2_w, lw.ln2_b) @ lw.w_fc1.to(dtype).T + lw.b_fc1.to(dtype)
+        z = layer_norm(r, lw.ln2_w, lw.ln2_b) @ lw.w_fc1.to(dtype).T + lw.b_fc1.to(dtype)
         pre.append(z)
         r = r + torch.relu(z) @ lw.w_fc2.to(dtype).T + lw.b_fc2.to(dtype)
     return ReferenceStep(r, KvCache(keys, values), torch.stack(pre))
@@ -234,7 +235,7 @@ def prefill(model: ReducedModel, prompts: torch.Tensor) -> KvCache:
 def neuron_frequency(model: ReducedModel, tokens: int = 32, seed: int = 1) -> torch.Tensor:
     """How often each neuron fires ([layers, ffn] in [0, 1]) over ``tokens`` random tokens of one
     sequence: the offline profile a hot/cold partition is made from."""
-    _positive_int("tokens", tokens)
+    positive_int("tokens", tokens)
     g = torch.Generator().manual_seed(seed)
     xs = torch.randn(tokens, model.hidden, generator=g)
     cache, count = KvCache.empty(model, 1), torch.zeros(model.layers, model.ffn)

@@ -64,6 +64,9 @@ import dataclasses
 import numpy as np
 
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
+from ndpdimm.sw.kernels.attention import Shape as AttentionShape
+from ndpdimm.sw.kernels.cold_mlp import Shape as ColdMlpShape
+from ndpdimm.sw.kernels.dense import Shape as DenseShape
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import ELEM, MERGE_CHUNK
@@ -376,18 +379,17 @@ def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_d
     the layer, which a replay draws them from)."""
     m, B, H = sh.model, sh.batch, sh.H
     if ndp_rows:
-        kernels.add("qkv_dense", {"rows": ndp_rows, "hidden": H, "batch": B},
+        kernels.add(DenseShape(rows=ndp_rows, hidden=H, batch=B),
                     costs.dense.cycles(ndp_rows), count=dimms)
-    kernels.add("attention", {"context": context, "head_dim": m.head_dim,
-                              "group": m.heads // m.kv_heads},
+    kernels.add(AttentionShape(context=context, head_dim=m.head_dim, group=m.heads // m.kv_heads),
                 costs.attention.cycles(context), count=pairs)
     n = costs.neuron
     busy = per_dimm > 0
     pairs_kp, counts = np.unique(np.stack([per_dimm[busy], pool[busy]], axis=1), axis=0,
                                  return_counts=True)
     for (k, p), count in zip(pairs_kp, counts):
-        kernels.add("cold_mlp", {"k": int(k), "pool": int(p), "hidden": H, "batch": B,
-                                 "dtype": cfg.cold_dtype, "gated": m.mlp == "gated"},
+        kernels.add(ColdMlpShape(k=int(k), pool=int(p), hidden=H, batch=B, dtype=cfg.cold_dtype,
+                                   gated=m.mlp == "gated"),
                     n.fixed_cycles + n.per_neuron_cycles * int(k), count=int(count))
 
 

@@ -17,10 +17,10 @@ import dataclasses
 from ndpdimm.sw.scenarios.catalog import (
     CatalogError,
     ModelShape,
-    _available,
-    _read,
-    _tables,
+    available_names,
     load_model,
+    read_config,
+    typed_tables,
 )
 
 __all__ = ["NodePower", "ServingGpu", "PhasePower", "KvPath", "KvRing", "ControllerConfig",
@@ -159,12 +159,12 @@ _FRACTIONS = ("prefill_mfu", "decode_bw_efficiency", "decode_mfu", "speed_at_min
 
 def list_nodes() -> list:
     """Names of the built-in RAPID node files."""
-    return _available(_NODES)
+    return available_names(_NODES)
 
 
 def list_serving_models() -> list:
     """Names of the built-in serving model files."""
-    return _available(_MODELS)
+    return available_names(_MODELS)
 
 
 def load_serving_model(name_or_path="llama3.1-8b") -> ModelShape:
@@ -175,8 +175,8 @@ def load_serving_model(name_or_path="llama3.1-8b") -> ModelShape:
 
 def load_node(name_or_path="mi300x-node") -> ServingNode:
     """The serving node (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = _read(_NODES, name_or_path, what="RAPID node")
-    parts = _tables(path, doc, _SECTIONS, may_be_zero=_MAY_BE_ZERO)
+    path, doc = read_config(_NODES, name_or_path, what="RAPID node")
+    parts = typed_tables(path, doc, _SECTIONS, may_be_zero=_MAY_BE_ZERO)
     node = ServingNode(name=path.stem, **{k: _SECTIONS[k](**v) for k, v in parts.items()})
     _check(path, node)
     return node

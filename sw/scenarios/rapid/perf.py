@@ -26,7 +26,7 @@ share the pool equally) and each layer's attention runs there; the GPU reads onl
 
 ``fixed`` and ``slope`` (cycles, one sequence, one K/V head, one layer: ``K q`` for the
 query heads sharing it, scale, softmax, ``V^T p``) are measured through the driver API on the
-RTL or the calibrated model (:func:`ndpdimm.sw.scenarios.hermes.costs.ndp_attention_cost`). The GPU and
+RTL or the calibrated model (:func:`ndpdimm.sw.kernels.attention.ndp_attention_cost`). The GPU and
 the DIMMs take turns layer by layer (layer ``l + 1`` needs layer ``l``'s attention output), so
 the two add; overlapping two micro-batches is not modelled.
 

@@ -24,7 +24,7 @@ TPOT defaults to 50 ms (``DEFAULT_TPOT_SLO_S``, an interactive-serving target: D
 Splitwise use 0.1-0.2 s for chat, tighter for coding). Both can be given.
 
 The NDP tier's attention cycles are measured through the driver API on ``backend``
-(:func:`ndpdimm.sw.scenarios.hermes.costs.ndp_attention_cost`): ``model`` (calibrated model, the default
+(:func:`ndpdimm.sw.kernels.attention.ndp_attention_cost`): ``model`` (calibrated model, the default
 256-unit core) or ``rtl`` (the Verilated core, 16 units: the 256-unit RTL build takes tens of
 minutes). Everything else comes from the documented models of ``sw/scenarios/rapid/perf.py`` with the
 numbers of ``sw/configs/rapid/`` and ``sw/configs/serving_models/``; the result records which.
@@ -39,9 +39,9 @@ import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels.attention import ndp_attention_cost
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import check_samples_request
-from ndpdimm.sw.scenarios.hermes.costs import ndp_attention_cost
 from ndpdimm.sw.scenarios.hermes.energy import load_energy
 from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS, load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.controller import Controller
@@ -164,7 +164,8 @@ def measure_ndp_attention(cfg: RapidConfig, model, log=None) -> NdpAttention:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Dimm(cfg.backend, core, **kwargs) as dimm:
-            line = ndp_attention_cost(model, dimm, samples=contexts)
+            line = ndp_attention_cost(model.head_dim, model.heads // model.kv_heads, dimm,
+                                          samples=contexts)
     if log:
         for w in {str(w.message) for w in caught}:
             log(f"[rapid] note: {w}")

@@ -53,6 +53,7 @@ import math
 
 import numpy as np
 
+from ndpdimm.sw.kernels.attention import Shape as AttentionShape
 from ndpdimm.sw.scenarios.rapid.perf import ServingPerf
 from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError, PowerLedger
 
@@ -531,8 +532,8 @@ class ServingSim:
         """The iteration's NDP attention kernels (``--rtl-samples``): one per request, layer and
         K/V head, at the batch's mean context, each charged its share of the line's cycles."""
         m, a = self.perf.model, self.perf.ndp
-        self.kernels.add("attention", {"context": max(1, round(c / b)), "head_dim": m.head_dim,
-                                       "group": m.heads // m.kv_heads},
+        self.kernels.add(AttentionShape(context=max(1, round(c / b)), head_dim=m.head_dim,
+                                         group=m.heads // m.kv_heads),
                          a.fixed_cycles + a.slope_cycles * c / b, count=b * m.layers * m.kv_heads)
 
     def _decode_done(self, g, dur):

@@ -31,13 +31,13 @@ from ndpdimm.sw.scenarios.catalog import (
     CatalogError,
     Gpu,
     Pcie,
-    _available,
-    _fields,
-    _read,
-    _tables,
+    available_names,
     check_params,
     is_hf_config,
+    read_config,
     read_hf_config,
+    typed_fields,
+    typed_tables,
     with_implied_params,
 )
 
@@ -165,20 +165,20 @@ class TriMoeHardware:
 
 def list_moe_models() -> list:
     """Names of the built-in MoE model files."""
-    return _available(_MODELS)
+    return available_names(_MODELS)
 
 
 def list_trimoe_hardware() -> list:
     """Names of the built-in TriMoE hardware files."""
-    return _available(_HARDWARE)
+    return available_names(_HARDWARE)
 
 
 def load_moe_model(name_or_path) -> MoeShape:
     """An MoE model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
     if is_hf_config(name_or_path):
         return moe_model_from_hf_config(name_or_path)
-    path, doc = _read(_MODELS, name_or_path, what="MoE model")
-    m = MoeShape(**_fields(MoeShape, doc, str(path),
+    path, doc = read_config(_MODELS, name_or_path, what="MoE model")
+    m = MoeShape(**typed_fields(MoeShape, doc, str(path),
                            may_be_zero=("dense_layers", "dense_ffn", "shared_experts")))
     _check_moe(path, m)
     check_params(path, m.params, m.nominal_params_b)
@@ -255,9 +255,9 @@ _SECTIONS = {"gpu": TriMoeGpu, "pcie": Pcie, "cpu": AmxCpu, "ndp": TriMoeNdp}
 
 def load_trimoe_hardware(name_or_path="h100-amx") -> TriMoeHardware:
     """The TriMoE system (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = _read(_HARDWARE, name_or_path, what="TriMoE hardware")
+    path, doc = read_config(_HARDWARE, name_or_path, what="TriMoE hardware")
     hw = TriMoeHardware(name=path.stem, **{k: _SECTIONS[k](**v)
-                                           for k, v in _tables(path, doc, _SECTIONS).items()})
+                                           for k, v in typed_tables(path, doc, _SECTIONS).items()})
     gpu, cpu, ndp = hw.gpu, hw.cpu, hw.ndp
     if gpu.reserved_gb >= gpu.memory_gb:
         raise CatalogError(f"{path} [gpu]: reserved_gb ({gpu.reserved_gb}) leaves no room for "

@@ -14,7 +14,7 @@ expert; deterministic random FP16 weights and router from a seed) processes
    reads), on one GPU, one AMX CPU and ``dimms`` NDP-DIMMs, expert ``e``
    localized on DIMM ``e mod dimms``; the scheduler (greedy + refinement)
    places them;
-3. every expert placed on a DIMM runs there (:func:`~ndpdimm.sw.scenarios.trimoe.expert.ndp_expert`:
+3. every expert placed on a DIMM runs there (:func:`~ndpdimm.sw.kernels.expert.ndp_expert`:
    up, gate, SiLU x up, down on the NDP core) and its output is compared
    **bit for bit** with the golden model's (:func:`golden_expert`) and with
    float64 torch within :func:`error_bound`; the GPU's and the CPU's
@@ -44,9 +44,7 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_trimoe_hardware
-from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.expert import (
+from ndpdimm.sw.kernels.expert import (
     error_bound,
     free_expert,
     golden_expert,
@@ -54,6 +52,8 @@ from ndpdimm.sw.scenarios.trimoe.expert import (
     store_expert,
     torch_expert,
 )
+from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_trimoe_hardware
+from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
 
 __all__ = ["REDUCED", "CHECK_CORE", "run_trimoe_check", "trimoe_check_command", "LAYER_TOLERANCE"]

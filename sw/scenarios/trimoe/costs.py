@@ -20,7 +20,7 @@ its ``3 H F x 2`` bytes of BF16/FP16 weights once.
   one DIMM, the NDP-friendly layout) reads at one channel's bandwidth.
 * **NDP**: the expert localized on a DIMM, computed by its core: the cycles
   are *measured through the driver API* on the chosen backend
-  (:func:`~ndpdimm.sw.scenarios.trimoe.expert.ndp_expert_cost`: up, gate, SiLU x up,
+  (:func:`~ndpdimm.sw.kernels.expert.ndp_expert_cost`: up, gate, SiLU x up,
   down for 1..max_batch tokens, several weight passes beyond), with and
   without background host reads at a few spacings (the contended runs on an
   expert at most ``CONTENTION_FFN`` wide: each host read is a driver call);
@@ -53,8 +53,8 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.system import NdpSystem, relayout_round_trip_cycles
+from ndpdimm.sw.kernels.expert import ExpertCost, ndp_expert_cost
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, TriMoeHardware
-from ndpdimm.sw.scenarios.trimoe.expert import ExpertCost, ndp_expert_cost
 
 __all__ = ["DomainCosts", "LinkCosts", "measure_domain_costs", "measure_link_costs",
            "HOST_SPACINGS", "CONTENTION_FFN", "BLOCK_BYTES", "ELEM"]

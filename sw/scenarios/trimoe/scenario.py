@@ -77,6 +77,7 @@ import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels.expert import Shape as ExpertShape
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
@@ -489,8 +490,8 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
             j = int(dev[3:])
             tally.contention.append(costs.contention(task.tokens, rates[j]))
             if tally.kernels is not None:
-                tally.kernels.add("expert", {"hidden": model.hidden, "ffn": model.expert_ffn,
-                                             "tokens": task.tokens, "dtype": "float16"},
+                tally.kernels.add(ExpertShape(hidden=model.hidden, ffn=model.expert_ffn,
+                                               tokens=task.tokens, dtype="float16"),
                                   costs.ndp_cost.cycles(task.tokens))
         tally.executions[kind] += 1
         codes[e] = _CODE[kind]
@@ -672,7 +673,7 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
                   "active_experts_per_layer": float((run > 0).sum(axis=2).mean())},
         "provenance": {
             "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
-                          f"{core.act_lanes} activation lanes (driver API, sw/scenarios/trimoe/expert.py)",
+                          f"{core.act_lanes} activation lanes (driver API, sw/kernels/expert.py)",
             "dimm_link": None if costs.link is None else
             f"{costs.link.backend}, bit-error rate {costs.link.ber:g}",
             "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "

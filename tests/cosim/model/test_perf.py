@@ -544,7 +544,7 @@ def test_model_backend_host_reads_finish_on_a_dram_bound_core():
     import torch
 
     from ndpdimm.sw.driver.dimm import Dimm
-    from ndpdimm.sw.scenarios.trimoe.expert import ndp_expert_cost
+    from ndpdimm.sw.kernels.expert import ndp_expert_cost
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UncalibratedWarning)
         with Dimm("model", CoreConfig(n_units=128, act_lanes=256), functional=False) as d:

@@ -1,4 +1,4 @@
-"""Replays of sampled RTL co-simulation (``sw/sampling/replay.py``, ``sw/sampling/kernels.py``)
+"""Replays of sampled RTL co-simulation (``sw/sampling/replay.py``, the kernels' ``Shape.run``)
 and ``--rtl-samples`` end to end: the bit-exact comparison, each recipe on the model, the Dask
 path, and a reduced Hermes run whose sample is replayed on the RTL of the 8-unit test core."""
 
@@ -9,7 +9,7 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.cli import main
-from ndpdimm.sw.sampling.kernels import REPLAYS
+from ndpdimm.sw.kernels import KINDS, shape
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.replay import format_rtl_check, replay_one, rtl_check, same_bits
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR
@@ -55,10 +55,10 @@ def test_same_bits_sees_nan_payloads_and_signed_zeros():
 
 
 def test_every_recipe_replays_and_is_deterministic_on_the_model():
-    assert set(SHAPES) == set(REPLAYS)
+    assert set(SHAPES) == set(KINDS)
     for kind, p in SHAPES.items():
-        a = replay_one(kind, p, 3, CORE, backend="model")
-        b = replay_one(kind, p, 3, CORE, backend="model")
+        a = replay_one(shape(kind, p), 3, CORE, backend="model")
+        b = replay_one(shape(kind, p), 3, CORE, backend="model")
         assert a["bit_exact"] and a["outputs_checked"] >= 1
         assert a["rtl_backend_cycles"] == a["model_backend_cycles"] == b["model_backend_cycles"] > 0
 
@@ -69,26 +69,26 @@ def test_a_cold_mlp_replay_needs_its_pool(pool):
     if pool is not None:
         p["pool"] = pool
     with pytest.raises(ValueError, match="pool"):
-        replay_one("cold_mlp", p, 0, CORE, backend="model")
+        replay_one(shape("cold_mlp", p), 0, CORE, backend="model")
 
 
 def test_a_cold_mlp_replay_draws_from_its_pool():
     """The pool is what the up rows are stored as: another pool, another gather."""
-    small = replay_one("cold_mlp", SHAPES["cold_mlp"], 3, CORE, backend="model")
-    large = replay_one("cold_mlp", {**SHAPES["cold_mlp"], "pool": 400}, 3, CORE, backend="model")
+    small = replay_one(shape("cold_mlp", SHAPES["cold_mlp"]), 3, CORE, backend="model")
+    large = replay_one(shape("cold_mlp", {**SHAPES["cold_mlp"], "pool": 400}), 3, CORE, backend="model")
     assert small["bit_exact"] and large["bit_exact"]
     assert small["model_backend_cycles"] != large["model_backend_cycles"]
 
 
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="'gemm'"):
-        replay_one("gemm", {}, 0, CORE, backend="model")
+        replay_one(shape("gemm", {}), 0, CORE, backend="model")
 
 
 def test_the_dask_path_gives_every_sample():
     log = KernelLog()
-    log.add("qkv_dense", SHAPES["qkv_dense"], 1000.0, count=4)
-    log.add("attention", SHAPES["attention"], 2000.0, count=8)
+    log.add(shape("qkv_dense", SHAPES["qkv_dense"]), 1000.0, count=4)
+    log.add(shape("attention", SHAPES["attention"]), 2000.0, count=8)
     r = rtl_check(log, 4, seed=1, core=CORE, backend="model", workers=2, say=_quiet)
     assert r["replayed"] == 4 and r["errors"] == 0 and r["bit_exact"]
     for k in ("qkv_dense", "attention"):
@@ -142,6 +142,6 @@ def test_bad_rtl_sample_options_exit_2(argv, capsys):
 
 def test_the_json_block_is_written(tmp_path):
     log = KernelLog()
-    log.add("qkv_dense", SHAPES["qkv_dense"], 1000.0, count=2)
+    log.add(shape("qkv_dense", SHAPES["qkv_dense"]), 1000.0, count=2)
     r = rtl_check(log, 2, seed=0, core=CORE, backend="model", workers=0, say=_quiet)
     json.dumps(r)                                    # JSON-ready as it is

@@ -6,6 +6,9 @@ import math
 
 import pytest
 
+from ndpdimm.sw.kernels.attention import Shape as Attention
+from ndpdimm.sw.kernels.cold_mlp import Shape as ColdMlp
+from ndpdimm.sw.kernels.dense import Shape as Dense
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import allocate, check_samples_request, draw, reestimate, t_interval
 
@@ -16,25 +19,26 @@ T_975_4 = 2.7764451051977934     # ... 4 degrees of freedom
 def _log():
     log = KernelLog()
     for k in (10, 20, 30):
-        log.add("cold_mlp", {"k": k}, 100.0 * k, count=5)
-    log.add("attention", {"context": 64}, 50.0, count=40)
-    log.add("qkv_dense", {"rows": 8}, 30.0, count=2)
+        log.add(ColdMlp(k=k, pool=1024, hidden=128, batch=1, dtype="fp16", gated=False), 100.0 * k,
+                count=5)
+    log.add(Attention(context=64, head_dim=64, group=8), 50.0, count=40)
+    log.add(Dense(rows=8, hidden=128, batch=1), 30.0, count=2)
     return log
 
 
 def test_the_log_aggregates_identical_invocations():
     log = KernelLog()
-    log.add("attention", {"context": 64, "group": 8}, 10.0, count=3)
-    log.add("attention", {"group": 8, "context": 64}, 10.0)          # same shape, other order
-    log.add("attention", {"context": 65, "group": 8}, 11.0)
+    log.add(Attention(context=64, head_dim=64, group=8), 10.0, count=3)
+    log.add(Attention(group=8, head_dim=64, context=64), 10.0)       # same shape, other order
+    log.add(Attention(context=65, head_dim=64, group=8), 11.0)
     assert log.invocations() == 5 and len(log.entries("attention")) == 2
     assert log.total_cycles() == 4 * 10.0 + 11.0
     assert log.summary()["attention"] == {"invocations": 5, "shapes": 2, "model_cycles": 51.0}
 
 
 @pytest.mark.parametrize("args, message", [
-    (("", {}, 1.0), "kernel kind"), (("a", {}, 1.0, -1), "count"), (("a", {}, -1.0), "cycles"),
-    (("a", {}, float("nan")), "cycles")])
+    (("", 1.0), "kernel kind"), ((Dense(8, 128, 1), 1.0, -1), "count"), ((Dense(8, 128, 1), -1.0), "cycles"),
+    ((Dense(8, 128, 1), float("nan")), "cycles")])
 def test_the_log_refuses_bad_entries(args, message):
     log = KernelLog()
     with pytest.raises(ValueError, match=message):
@@ -65,9 +69,9 @@ def test_draws_are_stratified_and_reproducible_by_seed():
 
 def test_draws_within_a_kind_follow_the_charged_cycles():
     log = KernelLog()
-    log.add("k", {"n": 1}, 1.0, count=1)
-    log.add("k", {"n": 2}, 9.0, count=1)            # 90 % of the kind's cycles
-    picks = [d.params["n"] for d in draw(log, 2000, seed=1)]
+    log.add(Attention(context=1, head_dim=64, group=1), 1.0, count=1)
+    log.add(Attention(context=2, head_dim=64, group=1), 9.0, count=1)   # 90 % of the kind's cycles
+    picks = [d.params["context"] for d in draw(log, 2000, seed=1)]
     assert 0.87 < picks.count(2) / len(picks) < 0.93
 
 

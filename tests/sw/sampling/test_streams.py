@@ -10,6 +10,8 @@ import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.model.calibrate import local_runner
+from ndpdimm.sw.kernels.attention import Shape as Attention
+from ndpdimm.sw.kernels.expert import Shape as Expert
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.streams import draw_streams, stream_check, summarise_streams
 
@@ -18,16 +20,16 @@ SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
 
 def _logs():
     log = KernelLog()
-    log.add("expert", {"hidden": 64, "ffn": 32, "tokens": 1, "dtype": "float16"}, 900.0, 3)
-    log.add("expert", {"hidden": 64, "ffn": 64, "tokens": 2, "dtype": "bfloat16"}, 1500.0, 1)
+    log.add(Expert(hidden=64, ffn=32, tokens=1, dtype="float16"), 900.0, 3)
+    log.add(Expert(hidden=64, ffn=64, tokens=2, dtype="bfloat16"), 1500.0, 1)
     other = KernelLog()
-    other.add("attention_like", {"n": 1}, 10.0)
+    other.add(Attention(context=1, head_dim=64, group=1), 10.0)
     return {"trimoe": log, "hermes": other}
 
 
 def test_draw_takes_per_kind_from_every_log():
     drawn = draw_streams(_logs(), 2, seed=5)
-    assert sorted((s, d.kind) for s, d in drawn) == [("hermes", "attention_like")] * 2 + \
+    assert sorted((s, d.kind) for s, d in drawn) == [("hermes", "attention")] * 2 + \
         [("trimoe", "expert")] * 2
     assert drawn == draw_streams(_logs(), 2, seed=5)                 # seeded
     for bad in (0, -1, 1.5, True):
@@ -38,7 +40,7 @@ def test_draw_takes_per_kind_from_every_log():
 def test_streams_run_on_model_and_rtl_descriptor_by_descriptor():
     logs = {"trimoe": _logs()["trimoe"]}
     lines = []
-    block = stream_check(SMALL, 2, 3, local_runner(1), log=lines.append, logs=logs)
+    block = stream_check(logs, SMALL, 2, 3, local_runner(1), log=lines.append)
     rows = block["streams"]
     assert len(rows) == 2 and all("error" not in r for r in rows), rows
     for r in rows:

@@ -1,4 +1,4 @@
-"""One MoE expert on a DIMM (``sw/scenarios/trimoe/expert.py``): bit-exact chain, error bound, cost model.
+"""One MoE expert on a DIMM (``sw/kernels/expert.py``): bit-exact chain, error bound, cost model.
 
 The chain (up and gate GEMVs, SiLU, multiply converting to FP16/BF16, down
 GEMV) runs through the driver on the ``model`` backend and on the Verilated
@@ -23,7 +23,7 @@ from ndpdimm.cosim.model.perf import POLICY_NAMES
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.errors import FreedBufferError
-from ndpdimm.sw.scenarios.trimoe.expert import (
+from ndpdimm.sw.kernels.expert import (
     ExpertCost,
     ExpertWeights,
     error_bound,

@@ -1,4 +1,4 @@
-"""TriMoE: one MoE expert (a SwiGLU MLP) as a chain of NDP kernels on one DIMM, and its cost.
+"""The MoE expert: one expert (a SwiGLU MLP) as a chain of NDP kernels on one DIMM, and its cost (TriMoE).
 
 An expert is ``y = W_down (silu(W_gate x) * (W_up x))`` with ``W_gate``, ``W_up``
 [F, H] and ``W_down`` [H, F] in FP16 (default) or BF16 - the element types both
@@ -60,6 +60,8 @@ shapes, optionally under background host reads every ``host_spacing`` cycles
 :meth:`ExpertCost.cycles` for how other token counts are derived.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import math
 
@@ -72,11 +74,13 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES
 from ndpdimm.sw.driver.buffers import WeightBuffer
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels.base import Shape as _Base
+from ndpdimm.sw.kernels.base import check_int
 from ndpdimm.sw.layer.run import golden_elementwise
 
-__all__ = ["ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
+__all__ = ["Shape", "ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
            "torch_expert", "error_bound", "ExpertCost", "ndp_expert_cost", "EXPERT_DTYPES",
-           "HOST_READ_BUFFER_BYTES", "replay_expert"]
+           "HOST_READ_BUFFER_BYTES"]
 
 F32, F64 = torch.float32, torch.float64
 #: Weight / token dtypes an expert takes (GEMV engine and activation unit both have them).
@@ -86,6 +90,38 @@ EXPERT_DTYPES = {torch.float16: (Dtype.FP16, ActFmt.FP16), torch.bfloat16: (Dtyp
 HOST_READ_BUFFER_BYTES = 256 * 1024
 _SRAM_GRANULE = 64
 _CHUNK_ELEMS = 32          # FP16 and FP32 chunks of a multiple of 32 elements are whole granules
+
+
+# ---- the shape of one invocation ------------------------------------------------------------
+
+#: A shape's ``dtype`` names the torch dtype of the weights and tokens.
+DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape(_Base):
+    """One expert (``hidden`` x ``ffn``, weights ``dtype`` "float16"/"bfloat16") applied to
+    ``tokens`` tokens. Its replay runs without background host reads (the contention factor
+    TriMoE applies on top is not replayed)."""
+    kind = "expert"
+    hidden: int
+    ffn: int
+    tokens: int
+    dtype: str
+
+    def __post_init__(self):
+        for name in ("hidden", "ffn", "tokens"):
+            check_int(name, getattr(self, name))
+        if self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
+
+    def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
+        rand = _RandomExpert(dimm, torch.Generator().manual_seed(seed), self.hidden, self.ffn,
+                             DTYPE_NAMES[self.dtype])
+        try:
+            return [ndp_expert(rand.expert, rand(self.tokens, self.hidden))[0]]
+        finally:
+            free_expert(rand.expert)
 
 
 # ---- weights ---------------------------------------------------------------------------------
@@ -185,11 +221,11 @@ class _Chain:
         self.dimm, self.cycles, self.host_reads = dimm, 0, 0
 
     def __call__(self, operation):
-        start = self.dimm.backend.cycle
-        out = operation()
+        with self.dimm.measure("expert") as m:
+            out = operation()
         run = self.dimm.last_run
-        done = max((c.done_cycle for _, c in run.descriptors), default=start)
-        self.cycles += max(0, done - start)
+        done = max((c.done_cycle for _, c in run.descriptors), default=m.start)
+        self.cycles += max(0, done - m.start)
         self.host_reads += run.host_reads
         return out
 
@@ -368,7 +404,7 @@ def _positive_int(name, v):
     return v
 
 
-class _random_expert:
+class _RandomExpert:
     """Random weights of an expert's shapes (scaled so activations stay O(1)) stored on ``dimm``,
     and ``rand(*shape)`` for tokens, from one generator."""
 
@@ -380,19 +416,6 @@ class _random_expert:
 
     def __call__(self, *shape, s=1.0):
         return (torch.randn(*shape, generator=self.gen) * s).to(self.dtype)
-
-
-def replay_expert(dimm: Dimm, p: dict, seed: int) -> list:
-    """One expert (``hidden`` x ``ffn``, ``dtype`` "float16"/"bfloat16") applied to ``tokens``
-    tokens on synthetic weights from ``seed`` (sampled RTL co-simulation, ``sw/sampling/``):
-    ``[y]``. Without background host reads (the contention factor TriMoE applies on top is not
-    replayed)."""
-    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[p["dtype"]]
-    rand = _random_expert(dimm, torch.Generator().manual_seed(seed), p["hidden"], p["ffn"], dtype)
-    try:
-        return [ndp_expert(rand.expert, rand(p["tokens"], p["hidden"]))[0]]
-    finally:
-        free_expert(rand.expert)
 
 
 def ndp_expert_cost(hidden: int, ffn: int, dimm: Dimm, batches=(1, 4, 16), seed: int = 0,
@@ -425,16 +448,16 @@ def ndp_expert_cost(hidden: int, ffn: int, dimm: Dimm, batches=(1, 4, 16), seed:
     if host_spacing is not None:
         _positive_int("host_spacing", host_spacing)
     gen = torch.Generator().manual_seed(seed)
-    rand = _random_expert(dimm, gen, hidden, ffn, dtype)
+    rand = _RandomExpert(dimm, gen, hidden, ffn, dtype)
     e = rand.expert
     other = None
-    fetch = getattr(dimm.backend, "functional", True)
+    fetch = dimm.functional
     points, reads = [], []
     try:
         if host_spacing is not None:
             n = min(HOST_READ_BUFFER_BYTES, -(-3 * hidden * ffn * 2 // BURST_BYTES) * BURST_BYTES)
             other = dimm.alloc(n)
-            dimm.backend.load(other.addr, bytes(other.nbytes))
+            dimm.write(other, torch.zeros(other.nbytes, dtype=torch.uint8))
         for b in sorted(batches):
             x = rand(b, hidden)
             if other is None:
