@@ -1,5 +1,5 @@
-"""Writing a run's results: a JSON file (numpy scalars as floats), PNG figures and the timeline,
-folders made."""
+"""Writing a run's results: a JSON file (numpy scalars as floats, typed results as their
+``as_dict()``), PNG figures and the timeline, folders made."""
 
 import json
 from pathlib import Path
@@ -7,11 +7,19 @@ from pathlib import Path
 __all__ = ["write_json", "save_figure", "write_results"]
 
 
+def _json_value(v):
+    """What ``json`` cannot write itself: an object with ``as_dict()`` (a typed result), else a
+    number (numpy scalars)."""
+    as_dict = getattr(v, "as_dict", None)
+    return as_dict() if callable(as_dict) else float(v)
+
+
 def write_json(data, path) -> Path:
-    """``data`` as indented JSON at ``path`` (parent folders created); returns the path."""
+    """``data`` (JSON-ready, or a typed result with ``as_dict()``) as indented JSON at ``path``
+    (parent folders created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=float))
+    path.write_text(json.dumps(data, indent=1, default=_json_value))
     return path
 
 

@@ -16,6 +16,14 @@ Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
 * the entry points at the top, the command line ``ndpdimm.sw.cli`` and the benchmark
   suites ``ndpdimm.bench``, may import anything.
 
+Inside ``ndpdimm.sw`` (``FORBIDDEN``): the NDP kernels (``sw/kernels``) sit below every
+scenario, the sampled co-simulation and the calibration's streams (``sw/sampling``) reach the
+kernels only through ``sw/kernels`` and import no scenario, no scenario package imports another,
+and the modules the scenarios share (catalogue, GPU model, energy catalogue, run context)
+import none of them. Across the whole of ``ndpdimm.sw`` no module imports an underscore
+(private) name of another module, and nothing outside ``sw/driver`` reaches past the driver
+into ``dimm.backend``.
+
 Every import counts, including the lazy ones inside functions. The few deliberate
 exceptions are listed in ``EXCEPTIONS`` with their reason.
 """
@@ -42,6 +50,17 @@ RULES = (
                     "ndpdimm.cosim.timeline")),
     ("ndpdimm.sw.cli", ANY),
     ("ndpdimm.bench", ANY),
+)
+
+SCENARIOS = ("ndpdimm.sw.scenarios.hermes", "ndpdimm.sw.scenarios.trimoe", "ndpdimm.sw.scenarios.rapid")
+#: (module prefix, import prefixes it may not use), on top of ``RULES``; every matching entry applies
+FORBIDDEN = (
+    ("ndpdimm.sw.kernels", ("ndpdimm.sw.scenarios", "ndpdimm.sw.sampling", "ndpdimm.sw.sweep",
+                            "ndpdimm.sw.reproduce", "ndpdimm.sw.cli")),
+    ("ndpdimm.sw.sampling", ("ndpdimm.sw.scenarios", "ndpdimm.sw.reproduce", "ndpdimm.sw.cli")),
+    *((own, tuple(s for s in SCENARIOS if s != own)) for own in SCENARIOS),
+    *((f"ndpdimm.sw.scenarios.{shared}", SCENARIOS)
+      for shared in ("catalog", "gpu", "energy", "base")),
 )
 
 #: (importing module, imported prefix): why the rule does not apply
@@ -84,17 +103,53 @@ def _allowed(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+def forbidden_for(module: str) -> tuple:
+    return tuple(p for m, ps in FORBIDDEN if module == m or module.startswith(m + ".") for p in ps)
+
+
 def violations(sources: dict) -> list:
     """``[(module, line, imported name)]`` breaking the rules, for ``{module: (source, is_package)}``."""
     bad = []
     for module, (source, is_package) in sorted(sources.items()):
         allowed = rule_for(module)
+        forbidden = forbidden_for(module)
         for line, name in imports_of(source, module, is_package):
-            if _allowed(name, allowed):
+            if _allowed(name, allowed) and not _allowed(name, forbidden):
                 continue
             if any(m == module and _allowed(name, (p,)) for m, p in EXCEPTIONS):
                 continue
             bad.append((module, line, name))
+    return bad
+
+
+def private_imports(sources: dict, prefix: str = "ndpdimm.sw") -> list:
+    """``[(module, line, imported name)]``: underscore names one module of ``prefix`` imports from
+    another module (``from m import _x``; ``import m as _alias`` is a local name, allowed)."""
+    bad = []
+    for module, (source, is_package) in sorted(sources.items()):
+        if not (module == prefix or module.startswith(prefix + ".")):
+            continue
+        for line, name in imports_of(source, module, is_package):
+            if name.rpartition(".")[2].startswith("_"):
+                bad.append((module, line, name))
+    return bad
+
+
+def backend_reaches(sources: dict) -> list:
+    """``[(module, line)]`` of ``ndpdimm.sw`` modules outside the driver that reach past the driver:
+    an attribute of ``<x>.backend`` (``dimm.backend.cycle``) or ``getattr(<x>.backend, ...)``."""
+    bad = []
+    for module, (source, _) in sorted(sources.items()):
+        if not module.startswith("ndpdimm.sw.") or module.startswith("ndpdimm.sw.driver"):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                    and node.value.attr == "backend":
+                bad.append((module, node.lineno))
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" \
+                    and node.args and isinstance(node.args[0], ast.Attribute) \
+                    and node.args[0].attr == "backend":
+                bad.append((module, node.lineno))
     return bad
 
 
@@ -119,6 +174,41 @@ def test_package_keeps_its_layers():
         f"  {m}:{line} imports {name} (allowed: {', '.join(rule_for(m))})" for m, line, name in bad)
 
 
+def test_no_module_of_sw_imports_a_private_name_of_another():
+    bad = private_imports(installed_sources())
+    assert not bad, "underscore names imported across modules:\n" + "\n".join(
+        f"  {m}:{line} imports {name}" for m, line, name in bad)
+
+
+def test_nothing_outside_the_driver_reaches_into_its_backend():
+    bad = backend_reaches(installed_sources())
+    assert not bad, "reaches past the driver (use Dimm.measure / Dimm.functional / ...):\n" + \
+        "\n".join(f"  {m}:{line}" for m, line in bad)
+
+
+@pytest.mark.parametrize("module, source", [
+    ("ndpdimm.sw.scenarios.hermes.scenario", "from ndpdimm.sw.scenarios.hermes.simulate import _run"),
+    ("ndpdimm.sw.sampling.replay", "from ..kernels.base import _check"),
+    ("ndpdimm.sw.driver.dimm", "def f():\n    from ndpdimm.sw.driver.buffers import _Allocator"),
+])
+def test_private_import_check_catches_one(module, source):
+    assert private_imports({module: (source, False)}), f"{source!r} in {module} was not caught"
+
+
+def test_private_import_check_allows_a_private_alias():
+    assert not private_imports({"ndpdimm.sw.kernels.dense":
+                                ("from ndpdimm.sw.kernels.base import Shape as _Base", False)})
+
+
+@pytest.mark.parametrize("source", ["start = dimm.backend.cycle",
+                                    "f = getattr(dimm.backend, 'functional', True)",
+                                    "dimm.backend.load(0, b'')"])
+def test_backend_reach_check_catches_one(source):
+    assert backend_reaches({"ndpdimm.sw.scenarios.trimoe.costs": (source, False)})
+    assert not backend_reaches({"ndpdimm.sw.driver.dimm": (source, False)})
+    assert not backend_reaches({"ndpdimm.sw.scenarios.trimoe.costs": ("b = cfg.backend", False)})
+
+
 def test_exceptions_are_still_needed():
     """An exception nobody uses any more is removed, so the list stays the truth."""
     sources = installed_sources()
@@ -139,6 +229,15 @@ def test_exceptions_are_still_needed():
     ("ndpdimm.sw.scenarios.trimoe.costs", "from ndpdimm.cosim.rtl.harness import RtlBackend"),
     ("ndpdimm.sw.scenarios.rapid.perf", "from ndpdimm.bench import speed"),
     ("ndpdimm.sw.driver.dimm", "from ndpdimm.sw.scenarios.catalog import load_model"),
+    # inside sw/: kernels below the scenarios, sampling imports no scenario, no scenario another
+    ("ndpdimm.sw.kernels.cold_mlp", "from ndpdimm.sw.scenarios.hermes.config import HermesConfig"),
+    ("ndpdimm.sw.kernels.expert", "from ndpdimm.sw.sampling.record import KernelLog"),
+    ("ndpdimm.sw.sampling.streams", "def f():\n    from ndpdimm.sw.scenarios.hermes import scenario"),
+    ("ndpdimm.sw.sampling.replay", "from ..scenarios.trimoe.costs import DomainCosts"),
+    ("ndpdimm.sw.scenarios.rapid.scenario", "from ndpdimm.sw.scenarios.energy import EnergyModel"),
+    ("ndpdimm.sw.scenarios.hermes.costs", "from ..trimoe import costs"),
+    ("ndpdimm.sw.scenarios.trimoe.scenario", "import ndpdimm.sw.scenarios.rapid.simulate"),
+    ("ndpdimm.sw.scenarios.energy", "from ndpdimm.sw.scenarios.hermes.catalog import Hardware"),
 ])
 def test_checker_catches_a_wrong_import(module, source):
     assert violations({module: (source, False)}), f"{source!r} in {module} was not caught"
@@ -152,6 +251,10 @@ def test_checker_catches_a_wrong_import(module, source):
     ("ndpdimm.sw.scenarios.rapid.simulator", "from ndpdimm.cosim.timeline import Timeline"),
     ("ndpdimm.sw.driver.dimm", "from ndpdimm.cosim.model.backend import ModelBackend"),
     ("ndpdimm.sw.cli", "from ndpdimm.synth import command"),
+    ("ndpdimm.sw.sampling.replay", "from ndpdimm.sw.kernels import replay"),
+    ("ndpdimm.sw.scenarios.rapid.costs", "from ndpdimm.sw.kernels.attention import ndp_attention_cost"),
+    ("ndpdimm.sw.scenarios.rapid.scenario", "from ndpdimm.sw.scenarios.energy import load_energy"),
+    ("ndpdimm.sw.scenarios.hermes.scenario", "from ndpdimm.sw.sampling.record import KernelLog"),
 ])
 def test_checker_accepts_a_right_import(module, source):
     assert not violations({module: (source, False)})

@@ -71,7 +71,7 @@ PUBLISHED = {
         "parameters, account for 80% of the total computational load'"),
 }
 
-#: the paper's baselines -> the scenario's systems (docs/hermes.md, sw/scenarios/hermes/timing.py)
+#: the paper's baselines -> the scenario's systems (docs/hermes.md, sw/scenarios/hermes/simulate.py)
 BASELINES = {
     "Accelerate": "accelerate",
     "FlexGen": "flexgen",

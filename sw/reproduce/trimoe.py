@@ -49,8 +49,10 @@ from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.reproduce.core import TOLERANCE, Figure, Reproduction, ReproductionError, SensitivityBar
 from ndpdimm.sw.reproduce.params import load_params, values
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
+from ndpdimm.sw.scenarios.trimoe.config import SYSTEMS, TriMoeConfig
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, make_traces, simulate
+from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+from ndpdimm.sw.scenarios.trimoe.workload import make_traces
 
 __all__ = ["reproduce", "non_moe_seconds", "PUBLISHED", "SENSITIVITY", "BASELINES"]
 

@@ -21,9 +21,11 @@ __all__ = ["scenario_logs"]
 def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
     """``{"hermes": log, "trimoe": log}``: the kernels of one default run of each scenario on the
     model backend of ``core`` (Hermes batch 1; TriMoE with ``core``'s units)."""
+    from ndpdimm.sw.scenarios.base import RunContext
     from ndpdimm.sw.scenarios.hermes.config import HermesConfig
     from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
-    from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
+    from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig
+    from ndpdimm.sw.scenarios.trimoe.scenario import run as run_trimoe
     quiet = lambda *a, **k: None
     logs = {"hermes": KernelLog(), "trimoe": KernelLog()}
     t0 = time.perf_counter()
@@ -33,7 +35,7 @@ def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
         f"({time.perf_counter() - t0:.0f} s)")
     t0 = time.perf_counter()
     tcfg = dataclasses.replace(TriMoeConfig(), units=core.n_units, act_lanes=core.act_lanes)
-    run_trimoe(tcfg, log=quiet, kernels=logs["trimoe"])
+    run_trimoe(tcfg, RunContext(log=quiet, kernels=logs["trimoe"]))
     log(f"[streams] TriMoE run logged {logs['trimoe'].invocations():,} kernel invocations "
         f"({time.perf_counter() - t0:.0f} s)")
     return logs

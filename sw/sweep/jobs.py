@@ -61,14 +61,15 @@ def _hermes(p):
 
 
 def _trimoe(p):
-    from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run_trimoe
+    from ndpdimm.sw.scenarios.base import RunContext
+    from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, run
     if "systems" in p:
         p = {**p, "systems": tuple(p["systems"])}
-    r = run_trimoe(TriMoeConfig(**p))
+    r = run(TriMoeConfig(**p), RunContext(log=None))
     row = {}
-    for name, s in r["systems"].items():
-        row[f"{name}_latency_ms"] = s["moe_layer_latency_ms"]
-        row[f"{name}_tokens_per_s"] = s["throughput_tokens_per_s"]
+    for name, s in r.systems.items():
+        row[f"{name}_latency_ms"] = s.moe_layer_latency_ms
+        row[f"{name}_tokens_per_s"] = s.throughput_tokens_per_s
     return row
 
 

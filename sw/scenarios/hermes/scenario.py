@@ -8,7 +8,7 @@ comparison, with the predictor's accuracy and the DIMMs' load imbalance. This
 module holds the run: the workload and kernel costs (made here unless given),
 the offline placement of every system (:func:`_placement`, the ILP of
 ``sw/scenarios/hermes/partition.py``), the systems' decode runs
-(``sw/scenarios/hermes/timing.py``, where each system's decode step is
+(``sw/scenarios/hermes/simulate.py``, where each system's decode step is
 described), and the aggregation of their tallies into the result
 (:func:`_summary`, energy, price, predictor accuracy, placement, imbalance).
 
@@ -34,7 +34,7 @@ described), and the aggregation of their tallies into the result
   *run* trace is what the systems execute. ``sample_layers`` distinct layers
   are simulated and layer ``l`` of the model replays sample ``l mod S`` with
   its own placement (the ILP places all layers).
-* Energy and price: ``sw/scenarios/hermes/energy.py`` (sources in its TOML).
+* Energy and price: ``sw/scenarios/energy.py`` (sources in its TOML).
 """
 
 import dataclasses
@@ -49,29 +49,29 @@ from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import check_samples_request
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
-from ndpdimm.sw.scenarios.gpu import GpuModel
-from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, ELEM, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.costs import Costs, measure_costs, with_neuron_pool
-from ndpdimm.sw.scenarios.hermes.energy import (
+from ndpdimm.sw.scenarios.energy import (
     EnergyModel,
     PriceCatalog,
     Usage,
     load_energy,
     reference_gpu,
 )
+from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, ELEM, SYSTEMS, HermesConfig
+from ndpdimm.sw.scenarios.hermes.costs import Costs, measure_costs, with_neuron_pool
 from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, cold_pool, solve_partition
-from ndpdimm.sw.scenarios.hermes.timing import (
-    _accelerate_layers,
-    _cpu_seconds,
-    _datacenter_run,
-    _gpu_mlp,
-    _gpu_rows,
-    _ndp_run,
-    _offload_run,
-    _Placement,
-    _powerinfer_run,
-    _prefill,
-    _Shape,
+from ndpdimm.sw.scenarios.hermes.simulate import (
+    Placement,
+    RunShape,
+    accelerate_layers,
+    cpu_seconds,
+    datacenter_run,
+    gpu_mlp_seconds,
+    gpu_rows_seconds,
+    ndp_run,
+    offload_run,
+    powerinfer_run,
+    prefill_seconds,
 )
 from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace
 from ndpdimm.sw.scenarios.hermes.workload import Workload, make_workload
@@ -141,8 +141,8 @@ def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
 def _placement(cfg, costs, sh, freq, dimms, *, gpu_budget, side_seconds, dense_rows,
                dense_side_seconds, capacity):
     """The ILP's placement (``side_seconds``: one activated neuron on the other side)."""
-    g_neuron = _gpu_mlp(costs, sh, sh.F) / sh.F
-    g_dense = _gpu_rows(costs, sh, dense_rows) - costs.gpu.overhead_s
+    g_neuron = gpu_mlp_seconds(costs, sh, sh.F) / sh.F
+    g_dense = gpu_rows_seconds(costs, sh, dense_rows) - costs.gpu.overhead_s
     hot_groups = None if cfg.hot_share is None else int(round(cfg.hot_share * sh.F / cfg.group))
     if hot_groups is not None:
         need = sh.L * min(sh.F, hot_groups * cfg.group) * sh.neuron_bytes
@@ -208,7 +208,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     t_start = time.perf_counter()
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
-    sh = _Shape(model, cfg.batch, cfg.cold_dtype)
+    sh = RunShape(model, cfg.batch, cfg.cold_dtype)
     if workload is None:
         log(f"[hermes] {model.name}: traces ({cfg.sample_layers} sample layers x {model.ffn} "
             f"neurons, batch {cfg.batch}) and predictor ...")
@@ -243,7 +243,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     if not decode:
         return {"predictor": {"operating_points": _operating_points(workload, part, thresholds)},
                 "wall_seconds": time.perf_counter() - t_start}
-    place = _Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
+    place = Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
     # the activated cold neurons are drawn from the DIMM's own cold neurons of the layer: where
     # their rows fall sets a gather's spread, so the decode charges the line at that pool (the
     # ILP above placed with the line at the default pool; the per-neuron slope it needs moves
@@ -270,16 +270,16 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
 
     runs = {}
     log(f"[hermes] decoding {cfg.tokens} steps on each system ...")
-    runs["ndp_dense"] = _ndp_run(cfg, costs, sh, workload,
-                                 _Placement(dense_part.on_gpu, dense_part.dimm,
+    runs["ndp_dense"] = ndp_run(cfg, costs, sh, workload,
+                                 Placement(dense_part.on_gpu, dense_part.dimm,
                                             dense_part.dense_gpu_share), dimms, sparse=False)
     if ablations:
-        runs["random"] = _ndp_run(cfg, costs, sh, workload, _Placement(rand_gpu, rand_dimm,
+        runs["random"] = ndp_run(cfg, costs, sh, workload, Placement(rand_gpu, rand_dimm,
                                                                        part.dense_gpu_share), dimms)
-        runs["offline"] = _ndp_run(cfg, costs, sh, workload, place, dimms)
-        runs["online"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
+        runs["offline"] = ndp_run(cfg, costs, sh, workload, place, dimms)
+        runs["online"] = ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
     kernels = KernelLog() if kernels is None else kernels
-    runs["hermes"] = _ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
+    runs["hermes"] = ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
                               timeline=timeline, kernels=kernels)
     if timeline is not None:
         timeline.metadata.update({
@@ -291,10 +291,10 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
             "ms_per_step": 1e3 * runs["hermes"].seconds / cfg.tokens,
             "ndp_backend": costs.backend, "time_unit": "seconds of the scenario's critical path",
             "layout": "phases in order, each starting when the previous one's slowest branch "
-                      "ended (sw/scenarios/hermes/timing.py)"})
-    ttft_ndp = _prefill(costs, sh, cfg.prompt, resident(part.on_gpu, part.dense_gpu_share,
+                      "ended (sw/scenarios/hermes/simulate.py)"})
+    ttft_ndp = prefill_seconds(costs, sh, cfg.prompt, resident(part.on_gpu, part.dense_gpu_share,
                                                         sh.qkv_rows), kv_to_dimms=True)
-    ttft_dense = _prefill(costs, sh, cfg.prompt, resident(dense_part.on_gpu,
+    ttft_dense = prefill_seconds(costs, sh, cfg.prompt, resident(dense_part.on_gpu,
                                                           dense_part.dense_gpu_share,
                                                           sh.qkv_rows), kv_to_dimms=True)
 
@@ -307,12 +307,12 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     off_budget = gpu_bytes - (kv_end - kv_host)
     kv_stream = kv_host / sh.L / (cfg.prompt + cfg.tokens)       # per layer and context token
     share = min(1.0, off_budget / (sh.L * sh.layer_bytes))
-    runs["flexgen"] = _offload_run(cfg, costs, sh, workload, share, kv_stream=kv_stream)
+    runs["flexgen"] = offload_run(cfg, costs, sh, workload, share, kv_stream=kv_stream)
     # Accelerate-like (device_map="auto"): whole decoder layers on the GPU in order while they
     # fit, the others in host memory, moved to the GPU just before their forward (no overlap)
-    on_gpu_layers = _accelerate_layers(off_budget, sh.layer_bytes, sh.L)
+    on_gpu_layers = accelerate_layers(off_budget, sh.layer_bytes, sh.L)
     acc_share = [1.0] * on_gpu_layers + [0.0] * (sh.L - on_gpu_layers)
-    runs["accelerate"] = _offload_run(cfg, costs, sh, workload, acc_share, kv_stream=kv_stream,
+    runs["accelerate"] = offload_run(cfg, costs, sh, workload, acc_share, kv_stream=kv_stream,
                                       overlap=False)
     # Deja Vu-like: attention and the hottest neurons resident in the same proportion
     hot = np.zeros_like(part.on_gpu)
@@ -320,25 +320,25 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
     n_res = int(share * sh.F)
     for l in range(sh.L):
         hot[l, order[l, :n_res]] = True
-    runs["dejavu"] = _offload_run(cfg, costs, sh, workload, share, hot=hot, kv_stream=kv_stream)
-    cpu_neuron = _cpu_seconds(costs, sh, sh.mats)
+    runs["dejavu"] = offload_run(cfg, costs, sh, workload, share, hot=hot, kv_stream=kv_stream)
+    cpu_neuron = cpu_seconds(costs, sh, sh.mats)
     pi_rows = sh.qkv_rows + sh.H
     pi_part = _placement(cfg, costs, sh, freq, 1, gpu_budget=off_budget,
                          side_seconds=cpu_neuron, dense_rows=pi_rows,
-                         dense_side_seconds=_cpu_seconds(costs, sh, pi_rows),
+                         dense_side_seconds=cpu_seconds(costs, sh, pi_rows),
                          capacity=hw.host.memory_gb * 1e9)
-    runs["powerinfer"] = _powerinfer_run(cfg, costs, sh, workload,
-                                         _Placement(pi_part.on_gpu, pi_part.dimm,
+    runs["powerinfer"] = powerinfer_run(cfg, costs, sh, workload,
+                                         Placement(pi_part.on_gpu, pi_part.dimm,
                                                     pi_part.dense_gpu_share), kv_stream)
-    ttft_off = _prefill(costs, sh, cfg.prompt, [share * sh.layer_bytes] * sh.L, kv_to_dimms=False)
-    ttft_pi = _prefill(costs, sh, cfg.prompt, resident(pi_part.on_gpu, pi_part.dense_gpu_share,
+    ttft_off = prefill_seconds(costs, sh, cfg.prompt, [share * sh.layer_bytes] * sh.L, kv_to_dimms=False)
+    ttft_pi = prefill_seconds(costs, sh, cfg.prompt, resident(pi_part.on_gpu, pi_part.dense_gpu_share,
                                                        pi_rows) - sh.o_bytes, kv_to_dimms=False)
     dc = energy_cfg.datacenter
-    runs["datacenter"] = _datacenter_run(cfg, sh, dc)
-    ttft_dc = _prefill(dataclasses.replace(costs, gpu=GpuModel(reference_gpu())), sh, cfg.prompt,
+    runs["datacenter"] = datacenter_run(cfg, sh, dc)
+    ttft_dc = prefill_seconds(dataclasses.replace(costs, gpu=GpuModel(reference_gpu())), sh, cfg.prompt,
                        [sh.layer_bytes] * sh.L, kv_to_dimms=False) / dc.count
 
-    ttft_acc = _prefill(costs, sh, cfg.prompt, [a * sh.layer_bytes for a in acc_share],
+    ttft_acc = prefill_seconds(costs, sh, cfg.prompt, [a * sh.layer_bytes for a in acc_share],
                         kv_to_dimms=False, overlap=False)
     ttft = {"accelerate": ttft_acc, "flexgen": ttft_off, "dejavu": ttft_off, "powerinfer": ttft_pi,
             "ndp_dense": ttft_dense, "random": ttft_ndp, "offline": ttft_ndp, "online": ttft_ndp,

@@ -42,7 +42,7 @@ from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.kernels.attention import ndp_attention_cost
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import check_samples_request
-from ndpdimm.sw.scenarios.hermes.energy import load_energy
+from ndpdimm.sw.scenarios.energy import load_energy
 from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS, load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.perf import NdpAttention, ServingPerf

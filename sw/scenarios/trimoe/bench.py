@@ -22,16 +22,15 @@ import os
 import platform
 import time
 
-from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.result_files import write_json
+from ndpdimm.sw.scenarios.base import RunContext, cost_dimm
 from ndpdimm.sw.scenarios.trimoe.catalog import (
     list_moe_models,
     load_moe_model,
     load_trimoe_hardware,
 )
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
+from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run
 
 __all__ = ["run_trimoe_bench", "BATCHES"]
 
@@ -48,41 +47,40 @@ def run_trimoe_bench(out="bench/results/trimoe.json", models=None, batches=BATCH
         base = TriMoeConfig(model=name) if steps is None else TriMoeConfig(model=name, steps=steps)
         model, hw = load_moe_model(name), load_trimoe_hardware(base.hardware)
         tc = time.perf_counter()
-        with Dimm("model", CoreConfig(n_units=base.units, act_lanes=base.act_lanes),
-                  functional=False) as dimm:
+        with cost_dimm("model", base.core()) as dimm:
             costs = measure_domain_costs(model, hw, dimm, seed=base.seed)
         cost_s = time.perf_counter() - tc
         for batch in batches:
             cfg = TriMoeConfig(**{**base.__dict__, "batch": batch})
             log(f"[bench trimoe] {name}, {batch} tokens/step")
             tr = time.perf_counter()
-            r = run_trimoe(cfg, costs=costs)
+            r = run(cfg, RunContext(log=None), costs=costs)
             wall = time.perf_counter() - tr
-            systems = r["systems"]
+            systems = r.systems
+
+            def each(field, systems=systems):
+                return {k: getattr(systems[k], field) for k in SYSTEMS}
+
             runs.append({
                 "model": name, "batch": batch,
-                "moe_layer_latency_ms": {k: systems[k]["moe_layer_latency_ms"] for k in SYSTEMS},
-                "throughput_tokens_per_s": {k: systems[k]["throughput_tokens_per_s"] for k in SYSTEMS},
-                "speedup_vs_gpu_only": {k: systems[k]["speedup_vs_gpu_only"] for k in SYSTEMS},
-                "utilisation": {k: systems[k]["utilisation"] for k in SYSTEMS},
-                "execution_share": {k: systems[k]["execution_share"] for k in SYSTEMS},
-                "gpu_hit_rate": {k: systems[k]["gpu_hit_rate"] for k in SYSTEMS},
-                "migration_stall_share": {k: systems[k]["migration_stall_share"] for k in SYSTEMS},
-                "migration_ndp_share": {k: systems[k]["migration_ndp_share"] for k in SYSTEMS},
-                "predictor": systems["trimoe"]["predictor"],
-                "active_experts_per_layer": r["trace"]["active_experts_per_layer"],
+                **{f: each(f) for f in ("moe_layer_latency_ms", "throughput_tokens_per_s",
+                                        "speedup_vs_gpu_only", "utilisation", "execution_share",
+                                        "gpu_hit_rate", "migration_stall_share",
+                                        "migration_ndp_share")},
+                "predictor": systems["trimoe"].predictor,
+                "active_experts_per_layer": r.trace["active_experts_per_layer"],
             })
             timing.append({"model": name, "batch": batch, "wall_seconds": wall})
             sched.append({"model": name, "batch": batch, "experts": model.experts,
-                          "seconds_per_layer_mean": {k: systems[k]["scheduler"]["seconds_per_layer_mean"]
+                          "seconds_per_layer_mean": {k: systems[k].scheduler["seconds_per_layer_mean"]
                                                      for k in SYSTEMS},
-                          "seconds_per_layer_max": max(systems[k]["scheduler"]["seconds_per_layer_max"]
+                          "seconds_per_layer_max": max(systems[k].scheduler["seconds_per_layer_max"]
                                                        for k in SYSTEMS),
-                          "refinement_moves_mean": {k: systems[k]["scheduler"]["iterations_mean"]
+                          "refinement_moves_mean": {k: systems[k].scheduler["iterations_mean"]
                                                     for k in SYSTEMS}})
             t = systems["trimoe"]
-            log(f"    TriMoE {t['moe_layer_latency_ms']:.3f} ms/layer "
-                f"({t['speedup_vs_gpu_only']:.2f}x GPU only), {wall:.1f} s wall")
+            log(f"    TriMoE {t.moe_layer_latency_ms:.3f} ms/layer "
+                f"({t.speedup_vs_gpu_only:.2f}x GPU only), {wall:.1f} s wall")
         timing.append({"model": name, "cost_measurement_seconds": cost_s})
     result = {
         "what": "TriMoE scenario, default configuration per model and batch (sw/scenarios/trimoe/bench.py)",

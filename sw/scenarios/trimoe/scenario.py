@@ -1,677 +1,136 @@
 """The TriMoE scenario: MoE layers across a GPU, an AMX CPU and NDP-DIMMs, with baselines.
 
-One run (:func:`run_trimoe`, ``ndpdimm trimoe``) takes an MoE model and the
-hardware from the catalogue (``sw/scenarios/trimoe/catalog.py``), a batch of tokens per
-step and a routing trace (synthetic, ``sw/scenarios/trimoe/traces.py``, or a recorded
-file), and simulates the MoE layers of ``steps`` steps for four systems:
-
-===========  ==================================================================================
-system       devices the scheduler may use
-===========  ==================================================================================
-gpu_only     the GPU: resident experts (hits) and the others copied over PCIe (misses)
-gpu_cpu      GPU + the AMX CPU reading the experts from host memory (all striped)
-gpu_ndp      GPU + the NDP-DIMMs, each computing the experts localized on it (the non-resident
-             experts all localized, balanced over the DIMMs; GPU misses read one DIMM)
-trimoe       all three, with the layouts managed: planned from the profile, relayout over
-             DIMM-Link when the device choice changes, cold-expert rebalancing over the DIMMs
-===========  ==================================================================================
-
-**Per step and sampled layer** the layer's routed experts (token counts from
-the trace) plus its shared experts (always on the GPU, every token) become
-:class:`~ndpdimm.sw.scenarios.trimoe.scheduler.ExpertTask` s with their time on every
-device the system allows (``sw/scenarios/trimoe/costs.py``), and the scheduler places
-them (greedy + bottleneck-aware refinement), with the NDP times at the host
-reads each DIMM served in the previous step. The schedule is then re-timed
-with the contention it causes itself (per DIMM: the bytes the CPU and GPU
-misses read from it - a striped expert spreads over all DIMMs, a localized one
-loads its home - over the layer's time); that is the layer's latency. Systems
-with DIMMs schedule each layer a second time with the CPU and GPU-miss options
-withdrawn from the experts a DIMM can run, and keep the schedule whose
-contended makespan is lower. All systems use the same GPU residency: the ``slots`` per
-layer that fit in the GPU's expert memory (``(memory - reserved) /
-expert bytes / MoE layers``, after the shared experts), filled from a
-profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stream
-through) and kept current by the EMA predictor's prefetch
-(``sw/scenarios/trimoe/manager.py``): prefetch copies run over PCIe while the GPU
-computes; what does not fit into the PCIe's idle time of the step is charged
-as migration time. In ``trimoe`` the initial layout is the better (by the
-time of a warm-up over the profiling steps with the management below on, not
-measured) of two plans from the profile's predicted loads (EMA): (a) experts
-predicted to get a token or more per step scheduled as if every layout were
-free, those put on a DIMM localized there, the colder ones (a token now and
-then) localized, balanced over the DIMMs, the rest striped; (b) every
-expert not resident on the GPU localized, balanced (gpu_ndp's layout). The
-run starts from the state the chosen warm-up left. Then a striped
-expert the scheduler puts on a DIMM pays its gathering relayout inside that
-task (so the scheduler takes it only where it still shortens the layer); a
-localized one given to the CPU or as a GPU miss accumulates the time it
-loses to being read from one DIMM, and is spread back to striped once that
-loss reaches the relayout's cost (the rent-or-buy rule: never more than
-twice the better of the two choices in hindsight; background relayout,
-charged as migration). Every ``rebalance_every`` steps the localized experts
-are rebalanced over the DIMMs by predicted load, a move only where the
-lowered peak over the window pays for it (DIMM-Link moves, charged as
-migration).
-
-**Sampling.** ``sample_layers`` MoE layers are simulated; the model's other
-MoE layers are taken to behave like them (latency per layer is the mean; a
-step's MoE time is that times the model's MoE layers). The DIMM capacity in
-the layout books is the sampled layers' share of the DIMMs.
-
-**Outputs** per system: mean MoE layer latency, throughput (tokens of the
-batch per second of MoE-layer time), per-domain utilisation (busy time /
-devices x makespan), share of routed expert executions per domain, GPU hit
-rate, migration time and its share, the scheduler's iterations and time per
-layer; once: the EMA predictor's accuracy and state size, and where every
-number came from (NDP backend, core configuration, the measured NDP and
-DIMM-Link costs). Only the MoE layers are modelled (attention and the dense
-first layers run on the GPU in every system and are left out).
+One run (:func:`run_trimoe`, ``ndpdimm trimoe``) takes an MoE model and the hardware from the
+catalogue (``sw/scenarios/trimoe/catalog.py``), a batch of tokens per step and a routing trace
+(``sw/scenarios/trimoe/workload.py``), measures the devices' costs (``costs.py``: the NDP
+expert through the driver), simulates the MoE layers of every system
+(``simulate.py``, where the systems, the scheduling and the layout management are described)
+and returns the typed result.
 """
 
-import copy
 import dataclasses
 import time
 import warnings
 
-import numpy as np
-
-from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.kernels.expert import Shape as ExpertShape
-from ndpdimm.sw.sampling.record import KernelLog
-from ndpdimm.sw.sampling.stats import check_samples_request
+from ndpdimm.sw.scenarios.base import Result, RunContext, cost_dimm
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
+from ndpdimm.sw.scenarios.trimoe.config import SYSTEMS, TriMoeConfig
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
-from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, InfeasibleSchedule, schedule
-from ndpdimm.sw.scenarios.trimoe.traces import RoutingTrace, RoutingTraceConfig, synthetic_routing
+from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+from ndpdimm.sw.scenarios.trimoe.workload import make_traces
 
-__all__ = ["TriMoeConfig", "SYSTEMS", "run_trimoe", "simulate", "make_traces"]
-
-SYSTEMS = ("gpu_only", "gpu_cpu", "gpu_ndp", "trimoe")
-_DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "ndp"),
-            "trimoe": ("gpu", "cpu", "ndp")}
+__all__ = ["TriMoeConfig", "SYSTEMS", "SystemResult", "TriMoeResult", "run"]
 
 
 @dataclasses.dataclass(frozen=True)
-class TriMoeConfig:
-    """One TriMoE run. Trace parameters: see ``sw/scenarios/trimoe/traces.py``."""
-    model: str = "deepseek-v2"
-    hardware: str = "h100-amx"
-    batch: int = 512                       # tokens per step (64..768 in the paper's range)
-    steps: int = 16
-    profile_steps: int = 8
-    sample_layers: int = 4
-    backend: str = "model"
-    units: int = 256
-    act_lanes: int = 256
-    trace: str | None = None               # a recorded trace file (.npz) instead of the generator
-    hot_fraction: float = 0.05
-    hot_mass: float = 0.45
-    warm_fraction: float = 0.20
-    warm_mass: float = 0.35
-    skew: float = 1.0
-    temporal_correlation: float = 0.9
-    volatility: float = 0.5
-    layer_variation: float = 0.5
-    alpha: float = 0.3                     # EMA coefficient
-    theta_hot: float = 0.7                 # prefetch when EMA > theta_hot x max EMA
-    rebalance_every: int = 4
-    rebalance_moves: int = 4
-    gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
-    link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
-    seed: int = 0
-    systems: tuple = SYSTEMS
-    # systems whose scheduler runs the bottleneck-aware refinement after the greedy pass (the
-    # others keep the greedy placement: prior systems, as TriMoE's ablation removes it)
-    refinement: tuple = SYSTEMS
-    # trimoe only: manage the layouts while running (relayout into a DIMM inside a task, relayout
-    # back to striped, rebalancing); False keeps the initial plan's layout for the whole run
-    dynamic_layout: bool = True
-
-    def __post_init__(self):
-        for name in ("batch", "steps", "profile_steps", "sample_layers", "units", "act_lanes",
-                     "rebalance_every", "gpu_staging_experts"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        if isinstance(self.rebalance_moves, bool) or not isinstance(self.rebalance_moves, int) \
-                or self.rebalance_moves < 0:
-            raise ValueError(f"rebalance_moves must be an int >= 0, got {self.rebalance_moves!r}")
-        for name in ("alpha", "theta_hot"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
-        if isinstance(self.link_ber, bool) or not isinstance(self.link_ber, (int, float)) \
-                or not 0 <= self.link_ber < 1e-2:
-            raise ValueError(f"link_ber must be in [0, 1e-2), got {self.link_ber!r}")
-        if self.backend not in ("model", "rtl"):
-            raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
-        bad = [s for s in self.systems if s not in SYSTEMS]
-        if bad or not self.systems:
-            raise ValueError(f"systems must be a non-empty subset of {SYSTEMS}, got {self.systems!r}")
-        if not isinstance(self.refinement, tuple) or any(s not in SYSTEMS for s in self.refinement):
-            raise ValueError(f"refinement must be a tuple of systems out of {SYSTEMS}, "
-                             f"got {self.refinement!r}")
-        if not isinstance(self.dynamic_layout, bool):
-            raise ValueError(f"dynamic_layout must be a bool, got {self.dynamic_layout!r}")
-
-    def trace_config(self, model, steps, seed) -> RoutingTraceConfig:
-        return RoutingTraceConfig(
-            n_experts=model.experts, top_k=model.top_k, layers=self.sample_layers,
-            tokens=self.batch, steps=steps, hot_fraction=self.hot_fraction,
-            hot_mass=self.hot_mass, warm_fraction=self.warm_fraction, warm_mass=self.warm_mass,
-            skew=self.skew, temporal_correlation=self.temporal_correlation,
-            volatility=self.volatility, layer_variation=self.layer_variation, seed=seed)
+class SystemResult(Result):
+    """One system's run (``simulate.py`` describes each figure)."""
+    system: str
+    moe_layer_latency_ms: float
+    moe_layer_latency_p99_ms: float
+    step_moe_time_ms: float
+    throughput_tokens_per_s: float | None
+    utilisation: dict                    # domain -> busy time / capacity time (None: unused)
+    executions: dict                     # gpu_hit, gpu_miss, cpu, ndp: routed expert executions
+    execution_share: dict
+    gpu_hit_rate: float | None
+    gpu_slots_per_layer: int
+    migration_seconds: dict
+    migration_stall_share: float
+    migration_ndp_share: float
+    migration_counts: dict
+    scheduler: dict
+    ndp_contention_slowdown_mean: float
+    placement: list                      # per step: domain code per expert of the first layer
+    predictor: dict
+    initial_layout: str | None           # trimoe: the initial layout plan chosen
+    speedup_vs_gpu_only: float | None
 
 
-def make_traces(cfg: TriMoeConfig, model) -> tuple:
-    """(profile loads, run loads, trace meta): one trace of ``profile_steps + steps`` steps (a
-    recorded file, or the generator's), its first ``profile_steps`` steps profile (they warm
-    the EMA, the GPU residency and the initial layout), the rest are run."""
-    if cfg.trace is not None:
-        trace = RoutingTrace.load(cfg.trace)
-        if trace.n_experts != model.experts or trace.top_k != model.top_k:
-            raise ValueError(f"trace {cfg.trace}: {trace.n_experts} experts, top-{trace.top_k}; "
-                             f"model {model.name} has {model.experts}, top-{model.top_k}")
-        if trace.steps <= cfg.profile_steps:
-            raise ValueError(f"trace {cfg.trace}: {trace.steps} steps, need more than "
-                             f"profile_steps = {cfg.profile_steps}")
-    else:
-        trace = synthetic_routing(cfg.trace_config(model, cfg.profile_steps + cfg.steps, cfg.seed))
-    loads = trace.loads()
-    return loads[:cfg.profile_steps], loads[cfg.profile_steps:], trace.meta
+@dataclasses.dataclass(frozen=True)
+class TriMoeResult(Result):
+    """One TriMoE run: every system of ``config.systems``, the trace, the measured costs and where
+    every number came from; ``ndp_kernels`` / ``rtl_samples`` only when there were NDP kernels /
+    samples were asked for."""
+    OPTIONAL = ("ndp_kernels", "rtl_samples")
+    config: TriMoeConfig
+    model: object                        # catalog.MoeShape
+    hardware: object                     # catalog.TriMoeHardware
+    trace: dict
+    provenance: dict
+    costs: DomainCosts
+    systems: dict                        # name -> SystemResult
+    wall_seconds: dict
+    tokens_per_step: int
+    moe_layers: int
+    notes: str
+    ndp_kernels: dict | None = None
+    rtl_samples: dict | None = None
 
 
-@dataclasses.dataclass
-class _SystemState:
-    residency: GpuResidency
-    layout: ExpertLayout
-    loss: np.ndarray               # [layers, experts] seconds a localized expert lost off-NDP
-    contention: np.ndarray         # [layers, dimms] host-read GB/s each DIMM served last step
-
-
-#: the timeline's tracks (``--timeline``, docs/trimoe.md); one process per system
-STEP, LAYER, GPU, CPU = "step", "MoE layer", "GPU", "CPU (AMX)"
-PCIE, PREFETCH, LINK = "PCIe host->GPU (misses)", "PCIe prefetch", "DIMM-Link"
-
-
-def _dimm_track(j: int) -> str:
-    return f"DIMM {j} NDP core"
-
-
-class _Tally:
-    def __init__(self, timeline=None, process=""):
-        self.timeline, self.process = timeline, process      # --timeline, or None
-        self.clock = 0.0            # seconds of the run laid on the timeline so far
-        self.latency = []           # per (step, layer) seconds
-        self.busy = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
-        self.capacity_time = {"gpu": 0.0, "cpu": 0.0, "ndp": 0.0}
-        self.executions = {"gpu_hit": 0, "gpu_miss": 0, "cpu": 0, "ndp": 0}
-        self.migration = {"relayout_in_task": 0.0, "relayout_back": 0.0, "rebalance": 0.0,
-                          "prefetch_stall": 0.0}
-        self.counts = {"relayouts_in_task": 0, "relayouts_back": 0, "rebalance_moves": 0,
-                       "prefetches": 0, "reads_withdrawn": 0}
-        self.iterations = []
-        self.sched_seconds = []
-        self.initial_makespan = []
-        self.contention = []        # slowdown of each NDP execution by host reads
-        self.placement = []         # per step: domain code per expert of the first sampled layer
-        self.last_codes = None      # the codes of the layer scheduled last
-        self.kernels = None         # a KernelLog of the NDP expert executions (--rtl-samples)
-
-
-_CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
-
-
-def simulate(system: str, cfg: TriMoeConfig, model, hw, costs: DomainCosts, profile, run,
-             progress=None, timeline=None, kernels: KernelLog | None = None) -> dict:
-    """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring);
-    ``timeline``: the run's schedule is laid on it as process ``TriMoE <system>``; ``kernels``
-    gets every NDP expert execution of the measured run, each with the uncontended cycles of
-    its cost (``--rtl-samples``)."""
-    domains = _DOMAINS[system]
-    n_layers, n_exp = run.shape[1], run.shape[2]
-    dimms = hw.ndp.dimms
-    eb = costs.expert_bytes
-    # GPU: expert memory minus the shared experts of every MoE layer, split over the MoE layers
-    gpu_room = (hw.gpu.memory_gb - hw.gpu.reserved_gb) * 1e9 - cfg.gpu_staging_experts * eb
-    slots = max(0, int(gpu_room // eb) // model.moe_layers - model.shared_experts)
-    residency = GpuResidency(n_layers, n_exp, slots, cfg.theta_hot)
-    layout = ExpertLayout(n_layers, n_exp, dimms, eb,
-                          hw.ndp.capacity_gb * 1e9 * n_layers / model.moe_layers)
-    predictor = EmaPredictor(n_layers, n_exp, cfg.alpha, cfg.theta_hot)
-    for s in range(profile.shape[0]):
-        for layer in range(n_layers):
-            predictor.update(layer, profile[s, layer])
-    for layer in range(n_layers):
-        residency.fill(layer, predictor.predict(layer))
-    state = _SystemState(residency, layout, np.zeros((n_layers, n_exp)), np.zeros((n_layers, dimms)))
-    if system == "gpu_ndp":
-        for layer in range(n_layers):
-            _localize_cold(costs, state, None, layer, predictor.predict(layer))
-    devices = [Device("gpu", "gpu")]
-    if "cpu" in domains:
-        devices.append(Device("cpu", "cpu"))
-    if "ndp" in domains:
-        devices += [Device(f"ndp{j}", "ndp") for j in range(dimms)]
-    plan = None
-    if system == "trimoe":
-        # initial layout: of two plans, the one whose warm-up (the profile's steps once more,
-        # layout management on, not measured) takes less time
-        trials = {}
-        for plan, make in (("scheduled", _plan_layout), ("cold_localized", _localize_cold)):
-            trial = copy.deepcopy(state)
-            for layer in range(n_layers):
-                make(costs, trial, devices, layer, predictor.predict(layer))
-            warm = _Tally()
-            for s in range(profile.shape[0]):
-                _step(system, cfg, model, costs, trial, devices, profile[s], warm, predictor, s,
-                      learn=False)
-            trials[plan] = (float(np.sum(warm.latency)) + sum(warm.migration.values())
-                            - warm.migration["relayout_in_task"], trial)
-        plan = min(trials, key=lambda k: trials[k][0])
-        state = trials[plan][1]
-    # predictor accuracy is scored on the run only
-    predictor.abs_error = predictor.total_load = 0.0
-    predictor.tp = predictor.fp = predictor.fn = 0
-    tally = _Tally(timeline, f"TriMoE {system}")
-    if timeline is not None:                              # the tracks in display order
-        for track in [STEP, LAYER, GPU, PCIE, PREFETCH] + [CPU] * ("cpu" in domains) + \
-                [_dimm_track(j) for j in range(dimms) if "ndp" in domains] + [LINK] * ("ndp" in domains):
-            timeline.track(tally.process, track, exclusive=track != LINK)
-    tally.kernels = kernels
-    for s in range(run.shape[0]):
-        _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
-        if progress:
-            progress(system, s + 1, run.shape[0])
-    out = _summary(system, cfg, model, tally, predictor, slots, run)
-    out["initial_layout"] = plan
-    return out
-
-
-def _localize_cold(costs, state, devices, layer, ema):
-    """The GPU+NDP system's layout: every expert not resident on the GPU localized, balanced
-    over the DIMMs by predicted NDP time."""
-    res = state.residency
-    state.layout.localize(layer, [e for e in range(len(ema)) if not res.is_resident(layer, e)],
-                          _predicted_ndp(costs, ema))
-
-
-def _predicted_ndp(costs, ema) -> list:
-    """Each expert's expected NDP time per step from its EMA (an EMA x < 1 read as one token
-    with probability x)."""
-    return [min(1.0, x) * costs.ndp(max(1, round(float(x)))) for x in ema]
-
-
-def _plan_layout(costs, state, devices, layer, ema):
-    """The initial layout of ``layer`` from the predicted loads: the experts predicted to get a
-    token or more (EMA >= 1) are scheduled as if every layout were free, and those the
-    scheduler puts on a DIMM are localized there; the colder ones (EMA < 1: cold experts,
-    a token now and then) are localized too, balanced over the DIMMs; the rest stay striped."""
-    res, lay = state.residency, state.layout
-    warm = [int(e) for e in np.flatnonzero(np.asarray(ema) >= 1)]
-    tasks = []
-    for e in warm:
-        t = int(round(float(ema[e])))
-        times = {"gpu": costs.gpu(t, res.is_resident(layer, e))}
-        if any(d.domain == "cpu" for d in devices):
-            times["cpu"] = costs.cpu(t)
-        used = {}
-        for d in devices:
-            if d.domain == "ndp":
-                times[d.name], used[d.name] = costs.ndp(t), costs.expert_bytes
-        tasks.append(ExpertTask(e, t, times, used))
-    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
-            for d in devices]
-    for e, dev in schedule(tasks, devs).assignment.items():
-        if dev.startswith("ndp"):
-            lay.set_home(layer, e, int(dev[3:]))
-    cold = [e for e in range(len(ema)) if ema[e] < 1 and not res.is_resident(layer, e)]
-    lay.localize(layer, cold, _predicted_ndp(costs, ema))
-
-
-def _step(system, cfg, model, costs, state, devices, loads, tally, predictor, s, learn):
-    """One step: every sampled layer scheduled; then (``learn``) the EMA update and prefetch
-    planning for the next step (copies overlap this step's compute), and every
-    ``rebalance_every`` steps the DIMM rebalancing (trimoe)."""
-    step_time = pcie_busy = 0.0
-    step_start, before = tally.clock, dict(tally.migration)
-    for layer in range(loads.shape[0]):
-        t, pcie = _layer(system, cfg, model, costs, state, devices, layer, loads[layer], tally)
-        step_time += t
-        pcie_busy += pcie
-        if layer == 0:
-            tally.placement.append(tally.last_codes)
-    if learn:
-        prefetch_bytes = 0
-        for layer in range(loads.shape[0]):
-            predictor.update(layer, loads[layer])
-            plan = state.residency.plan_prefetch(layer, predictor.predict(layer))
-            state.residency.apply(layer, plan)
-            prefetch_bytes += len(plan) * costs.expert_bytes
-            tally.counts["prefetches"] += len(plan)
-        tally.migration["prefetch_stall"] += max(0.0, prefetch_bytes / costs.pcie - (step_time - pcie_busy))
-    if system == "trimoe" and cfg.dynamic_layout and (s + 1) % cfg.rebalance_every == 0:
-        for layer in range(loads.shape[0]):
-            pred = _predicted_ndp(costs, predictor.predict(layer))
-            moves = state.layout.rebalance(layer, pred, cfg.rebalance_moves,
-                                           lambda a, b: costs.move(abs(a - b)), cfg.rebalance_every)
-            tally.counts["rebalance_moves"] += len(moves)
-            tally.migration["rebalance"] += sum(costs.move(abs(a - b)) for _, a, b in moves)
-    if tally.timeline is not None and learn:
-        _lay_step_end(tally, s, step_start, before,
-                      min(prefetch_bytes / costs.pcie, max(0.0, step_time - pcie_busy)))
-
-
-def _lay_step_end(tally, s, step_start, before, prefetch_s):
-    """After the step's layers: the prefetch copies that fit the PCIe's idle time of the step
-    (``prefetch_s``, from the step's start, beside its compute) and the time charged beyond the
-    layers, one after another as the summary adds it: background relayouts back to striped and
-    rebalancing moves (DIMM-Link), then the rest of the prefetch (the stall)."""
-    tl, p = tally.timeline, tally.process
-    delta = {k: tally.migration[k] - before[k] for k in before}
-    tl.slice(p, PREFETCH, "prefetch copies (PCIe idle time)", step_start, prefetch_s, {"step": s})
-    for key, track, name in (("relayout_back", LINK, "relayout back to striped"),
-                             ("rebalance", LINK, "rebalance moves"),
-                             ("prefetch_stall", PREFETCH, "prefetch stall")):
-        tally.clock = tl.slice(p, track, name, tally.clock, delta[key], {"step": s},
-                               exclusive=track != LINK)
-    tl.slice(p, STEP, f"step {s}", step_start, tally.clock - step_start, {"step": s})
-
-
-def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads, gather=True):
-    """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s); ``avoid_reads``:
-    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss; ``gather``
-    (trimoe): a striped expert may be gathered into a DIMM inside its task."""
-    res, lay = state.residency, state.layout
-    batch = int(loads.sum()) // model.top_k
-    tasks = [ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)})
-             for k in range(model.shared_experts)]
-    for e in np.flatnonzero(loads):
-        e, t = int(e), int(loads[e])
-        hit = res.is_resident(layer, e)
-        home = int(lay.home[layer, e])
-        striped = home == STRIPED
-        times, used = {}, {}
-        if "ndp0" in names:
-            if not striped:
-                times[f"ndp{home}"] = costs.ndp(t, rates[home])
-            elif system == "trimoe" and gather:
-                for j in range(lay.dimms):
-                    if lay.free(j) >= costs.expert_bytes:
-                        times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, rates[j])
-                        used[f"ndp{j}"] = costs.expert_bytes
-        if hit or not (avoid_reads and times):
-            times["gpu"] = costs.gpu(t, hit, striped)
-        if "cpu" in names and not (avoid_reads and times.keys() - {"gpu"}):
-            times["cpu"] = costs.cpu(t, striped)
-        tasks.append(ExpertTask(e, t, times, used))
-    return tasks
-
-
-def _kind(state, layer, e, dev) -> str:
-    if dev == "gpu":
-        return "gpu_hit" if state.residency.is_resident(layer, e) else "gpu_miss"
-    return "cpu" if dev == "cpu" else "ndp"
-
-
-def _contended(costs, state, layer, tasks, sched, prev_rates):
-    """The schedule's device loads with each DIMM's NDP work at the host-read rate the schedule
-    makes it serve (bytes the CPU and GPU misses read from it over the layer's time: a striped
-    expert spreads over all DIMMs, a localized one loads its home); returns (loads, rates)."""
-    lay = state.layout
-    host_bytes = np.zeros(lay.dimms)
-    for task in tasks:
-        if task.expert >= 0 and _kind(state, layer, task.expert, sched.assignment[task.expert]) \
-                in ("cpu", "gpu_miss"):
-            home = int(lay.home[layer, task.expert])
-            if home == STRIPED:
-                host_bytes += costs.expert_bytes / lay.dimms
-            else:
-                host_bytes[home] += costs.expert_bytes
-    loads = dict(sched.loads)
-    rates = host_bytes / sched.makespan / 1e9 if sched.makespan > 0 else np.zeros(lay.dimms)
-    for task in tasks:
-        dev = sched.assignment[task.expert]
-        if dev.startswith("ndp"):
-            j = int(dev[3:])
-            loads[dev] += costs.ndp(task.tokens, rates[j]) - costs.ndp(task.tokens, prev_rates[j])
-    return loads, rates
-
-
-def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
-    """Schedule one layer of one step; returns (latency seconds, PCIe busy seconds).
-
-    Host reads slow the DIMMs' NDP work down, so when a system has the DIMMs and another
-    domain that reads them, the layer is scheduled twice - with every option, and with the
-    CPU and GPU-miss options withdrawn from the experts a DIMM can run - and the schedule
-    whose makespan *with* the contention it causes is lower is kept. The second schedule is
-    dropped when it cannot fit (its striped experts may then only be gathered into DIMMs, and
-    the DIMMs' free room may not hold them all)."""
-    lay = state.layout
-    names = {d.name for d in devices}
-    prev = state.contention[layer]
-    # capacity of the DIMMs for gathered experts: what the layout books leave free
-    devs = [Device(d.name, d.domain, lay.free(int(d.name[3:])) if d.domain == "ndp" else d.capacity)
-            for d in devices]
-    candidates = []
-    for avoid in ((False, True) if "ndp0" in names else (False,)):
-        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid,
-                       cfg.dynamic_layout)
-        try:
-            sched = schedule(tasks, devs, max_iterations=10_000 if system in cfg.refinement else 0)
-        except InfeasibleSchedule:
-            if not avoid:
-                raise
-            continue
-        dev_loads, rates = _contended(costs, state, layer, tasks, sched, prev)
-        candidates.append((max(dev_loads.values()), avoid, tasks, sched, dev_loads, rates))
-    makespan, avoid, tasks, sched, dev_loads, rates = min(candidates, key=lambda c: (c[0], c[1]))
-    tally.counts["reads_withdrawn"] += avoid
-    tally.iterations.append(sum(c[3].iterations for c in candidates))
-    tally.sched_seconds.append(sum(c[3].seconds for c in candidates))
-    tally.initial_makespan.append(sched.initial_makespan)
-    pcie = 0.0
-    codes = np.zeros(len(loads), np.int8)
-    cursor = dict.fromkeys(dev_loads, tally.clock)       # each device runs its tasks in turn
-    for task in tasks:
-        e = task.expert
-        if tally.timeline is not None:
-            _lay_task(tally, costs, state, layer, task, sched.assignment[e], cursor, prev, rates)
-        if e < 0:
-            continue
-        dev = sched.assignment[e]
-        kind = _kind(state, layer, e, dev)
-        is_striped = lay.home[layer, e] == STRIPED
-        if kind == "gpu_miss":
-            pcie += costs.pcie_transfer()
-        if kind == "ndp":
-            j = int(dev[3:])
-            tally.contention.append(costs.contention(task.tokens, rates[j]))
-            if tally.kernels is not None:
-                tally.kernels.add(ExpertShape(hidden=model.hidden, ffn=model.expert_ffn,
-                                               tokens=task.tokens, dtype="float16"),
-                                  costs.ndp_cost.cycles(task.tokens))
-        tally.executions[kind] += 1
-        codes[e] = _CODE[kind]
-        # layout changes caused by this schedule (trimoe with its layouts managed only)
-        if system == "trimoe" and cfg.dynamic_layout:
-            if kind == "ndp" and is_striped:
-                lay.set_home(layer, e, int(dev[3:]))
-                tally.migration["relayout_in_task"] += costs.relayout(True)
-                tally.counts["relayouts_in_task"] += 1
-            elif kind in ("cpu", "gpu_miss") and not is_striped:
-                # rent or buy: relayout back once the time lost to reading it from one DIMM
-                # adds up to what the relayout costs (at most twice the better choice in hindsight)
-                t = task.tokens
-                state.loss[layer, e] += (costs.cpu(t, False) - costs.cpu(t, True) if kind == "cpu"
-                                         else costs.gpu(t, False, False) - costs.gpu(t, False, True))
-                if state.loss[layer, e] >= costs.relayout(False):
-                    lay.set_home(layer, e, STRIPED)
-                    state.loss[layer, e] = 0.0
-                    tally.migration["relayout_back"] += costs.relayout(False)
-                    tally.counts["relayouts_back"] += 1
-            elif kind == "ndp":
-                state.loss[layer, e] = 0.0
-    tally.last_codes = codes
-    state.contention[layer] = rates
-    tally.latency.append(makespan)
-    if tally.timeline is not None:
-        tally.timeline.slice(tally.process, LAYER, f"layer {layer}", tally.clock, makespan,
-                             {"layer": layer, "withdrawn_reads": avoid})
-        tally.clock += makespan
-    for d in devices:
-        tally.busy[d.domain] += dev_loads[d.name]
-        tally.capacity_time[d.domain] += makespan
-    return makespan, pcie
-
-
-def _lay_task(tally, costs, state, layer, task, dev, cursor, prev, rates):
-    """One expert task on its device's track, after the device's earlier tasks of the layer
-    (the scheduler's device load is their sum); an NDP task at the host-read rate the layer's
-    schedule makes its DIMM serve (as :func:`_contended`), a striped expert's gathering
-    relayout at its start (also on DIMM-Link); a GPU miss's weights over PCIe from its start
-    (pipelined with its compute)."""
-    tl, p, e = tally.timeline, tally.process, task.expert
-    dur = task.times[dev]
-    args = {"expert": e, "tokens": task.tokens, "layer": layer}
-    if e < 0:
-        name = f"shared expert {-1 - e}"
-    else:
-        kind = _kind(state, layer, e, dev)
-        name = f"expert {e} ({kind.replace('_', ' ')})"
-        args["striped"] = bool(state.layout.home[layer, e] == STRIPED)
-    start = cursor[dev]
-    if dev.startswith("ndp"):
-        j = int(dev[3:])
-        dur += costs.ndp(task.tokens, rates[j]) - costs.ndp(task.tokens, prev[j])
-        args["host_read_gbs"] = float(rates[j])
-        if args["striped"]:
-            tl.slice(p, LINK, f"relayout expert {e} into DIMM {j}", start, costs.relayout(True),
-                     args, exclusive=False)
-        track = _dimm_track(j)
-    elif dev == "gpu":
-        track = GPU
-        if e >= 0 and kind == "gpu_miss":
-            tl.slice(p, PCIE, f"expert {e} weights", start, costs.pcie_transfer(), args)
-    else:
-        track = CPU
-    cursor[dev] = tl.slice(p, track, name, start, dur, args)
-
-
-def _mean(xs):
-    return float(np.mean(xs)) if len(xs) else 0.0
-
-
-def _summary(system, cfg, model, tally, predictor, slots, run) -> dict:
-    layer_s = _mean(tally.latency)
-    total = float(np.sum(tally.latency))
-    # relayouts into a DIMM are inside their NDP task (the layer's makespan); the rest is extra
-    extra = float(sum(v for k, v in tally.migration.items() if k != "relayout_in_task"))
-    runs = sum(tally.executions.values())
-    gpu_runs = tally.executions["gpu_hit"] + tally.executions["gpu_miss"]
-    util = {d: (tally.busy[d] / tally.capacity_time[d] if tally.capacity_time[d] else None)
-            for d in tally.busy}
-    step_moe_s = layer_s * model.moe_layers
-    return {
-        "system": system,
-        "moe_layer_latency_ms": layer_s * 1e3,
-        "moe_layer_latency_p99_ms": float(np.percentile(tally.latency, 99)) * 1e3,
-        "step_moe_time_ms": step_moe_s * 1e3,
-        "throughput_tokens_per_s": cfg.batch / (step_moe_s + extra / run.shape[0] * model.moe_layers
-                                                / run.shape[1]) if step_moe_s else None,
-        "utilisation": util,
-        "executions": dict(tally.executions),
-        "execution_share": {k: v / runs for k, v in tally.executions.items()} if runs else {},
-        "gpu_hit_rate": tally.executions["gpu_hit"] / gpu_runs if gpu_runs else None,
-        "gpu_slots_per_layer": slots,
-        "migration_seconds": dict(tally.migration),
-        # time spent migrating: stalls (background relayouts, rebalancing, prefetch beyond the
-        # PCIe's idle time) as a share of the wall time, and relayouts into a DIMM as a share of
-        # the DIMMs' busy time (they run inside the NDP tasks)
-        "migration_stall_share": extra / (total + extra) if total + extra else 0.0,
-        "migration_ndp_share": (tally.migration["relayout_in_task"] / tally.busy["ndp"]
-                                if tally.busy["ndp"] else 0.0),
-        "migration_counts": dict(tally.counts),
-        "scheduler": {"iterations_mean": _mean(tally.iterations),
-                      "iterations_max": int(max(tally.iterations, default=0)),
-                      "seconds_per_layer_mean": _mean(tally.sched_seconds),
-                      "seconds_per_layer_max": float(max(tally.sched_seconds, default=0.0)),
-                      "greedy_makespan_ms": _mean(tally.initial_makespan) * 1e3},
-        "ndp_contention_slowdown_mean": _mean(tally.contention),
-        "placement": [c.tolist() for c in tally.placement],
-        "predictor": {**predictor.accuracy(),
-                      "state_bytes_full_model": model.moe_layers * model.experts * 4},
-    }
-
-
-def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainCosts | None = None,
-               timeline=None, rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
-               log=print, kernels: KernelLog | None = None) -> dict:
-    """The whole comparison (see the module docstring); ``progress(system, step, steps)`` is
-    called after each simulated step; ``costs`` reuses measured costs (else measured here);
-    ``timeline``: every system's schedule is laid on it (``--timeline``, docs/trimoe.md).
-    ``rtl_samples``: replay that many of the ``trimoe`` system's NDP expert executions on the RTL
-    of the same core (``sw/sampling/``; seed ``rtl_seed``, ``rtl_workers`` Dask workers), the
-    result's ``rtl_samples`` block (``log`` gets its progress). ``kernels``: the ``trimoe``
-    system's NDP expert executions are logged into it (else into a fresh log)."""
-    check_samples_request(rtl_samples, rtl_seed, rtl_workers)
+def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
+        costs: DomainCosts | None = None, progress=None) -> TriMoeResult:
+    """The whole comparison (see the module docstring) of ``cfg`` (default
+    :class:`TriMoeConfig`). ``ctx`` (:class:`~ndpdimm.sw.scenarios.base.RunContext`): the log, the
+    timeline every system's schedule is laid on (``--timeline``, docs/trimoe.md), the kernel log
+    the ``trimoe`` system's NDP expert executions go into and the request to replay a sample of
+    them on the RTL of the same core (the result's ``rtl_samples``). ``costs`` reuses measured
+    costs (else measured here); ``progress(system, step, steps)`` is called after each
+    simulated step."""
+    cfg = TriMoeConfig() if cfg is None else cfg
+    ctx = RunContext() if ctx is None else ctx
+    timeline, kernels = ctx.timeline, ctx.kernels
     t0 = time.perf_counter()
     model = load_moe_model(cfg.model)
     hw = load_trimoe_hardware(cfg.hardware)
-    profile, run, meta = make_traces(cfg, model)
-    core = CoreConfig(n_units=cfg.units, act_lanes=cfg.act_lanes)
+    profile, run_loads, meta = make_traces(cfg, model)
+    core = cfg.core()
     t_cost = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if costs is None:
-            kwargs = {"functional": False} if cfg.backend == "model" else {}
-            with Dimm(cfg.backend, core, **kwargs) as dimm:
+            with cost_dimm(cfg.backend, core) as dimm:
                 costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
-    kernels = KernelLog() if kernels is None else kernels
-    results = {s: simulate(s, cfg, model, hw, costs, profile, run, progress, timeline,
-                           kernels if s == "trimoe" else None) for s in cfg.systems}
+    summaries = {s: simulate(s, cfg, model, hw, costs, profile, run_loads, progress, timeline,
+                             kernels if s == "trimoe" else None) for s in cfg.systems}
     if timeline is not None:
         timeline.metadata.update({
             "scenario": "trimoe", "model": model.name, "systems": list(cfg.systems),
-            "tokens_per_step": cfg.batch, "steps": int(run.shape[0]),
-            "sample_layers": int(run.shape[1]), "moe_layers": model.moe_layers,
-            "simulated": f"{run.shape[1]} sampled MoE layers of {model.moe_layers} per step, "
-                         f"{run.shape[0]} steps, one process per system",
+            "tokens_per_step": cfg.batch, "steps": int(run_loads.shape[0]),
+            "sample_layers": int(run_loads.shape[1]), "moe_layers": model.moe_layers,
+            "simulated": f"{run_loads.shape[1]} sampled MoE layers of {model.moe_layers} per step, "
+                         f"{run_loads.shape[0]} steps, one process per system",
             "ndp_backend": costs.ndp_cost.backend, "time_unit": "seconds of each system's run",
             "layout": "layers one after another, each as long as its contended makespan; each "
                       "device runs its tasks in turn from the layer's start; the time charged "
                       "beyond the layers (relayouts back, rebalancing, prefetch stall) after "
-                      "each step's layers (sw/scenarios/trimoe/scenario.py)"})
-    extra = {}
+                      "each step's layers (sw/scenarios/trimoe/simulate.py)"})
+    ndp_kernels = None
     if kernels.invocations():
-        extra["ndp_kernels"] = {"system": "trimoe", "backend": costs.ndp_cost.backend,
-                                "kinds": kernels.summary(),
-                                "note": "every NDP expert execution of the trimoe system's run, "
-                                        "uncontended cycles as its cost line gives them (the "
-                                        "host-read contention factor applied on top is not "
-                                        "replayed)"}
-    if rtl_samples:
-        if not kernels.invocations():
-            raise ValueError("--rtl-samples needs the trimoe system (with its NDP-DIMMs) in "
-                             f"--systems, got {','.join(cfg.systems)}")
-        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
-        extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, core,
-                                         workers=rtl_workers, say=log)
-    base = results.get("gpu_only")
-    for r in results.values():
-        r["speedup_vs_gpu_only"] = (base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
-                                    if base and r["moe_layer_latency_ms"] else None)
-    return {
-        "config": dataclasses.asdict(cfg),
-        "model": dataclasses.asdict(model),
-        "hardware": dataclasses.asdict(hw),
-        "trace": {"meta": meta, "profile_steps": int(profile.shape[0]), "run_steps": int(run.shape[0]),
-                  "mean_tokens_per_active_expert": float(run[run > 0].mean()),
-                  "active_experts_per_layer": float((run > 0).sum(axis=2).mean())},
-        "provenance": {
+        ndp_kernels = {"system": "trimoe", "backend": costs.ndp_cost.backend,
+                       "kinds": kernels.summary(),
+                       "note": "every NDP expert execution of the trimoe system's run, "
+                               "uncontended cycles as its cost line gives them (the "
+                               "host-read contention factor applied on top is not "
+                               "replayed)"}
+    if ctx.rtl_samples and not kernels.invocations():
+        raise ValueError("--rtl-samples needs the trimoe system (with its NDP-DIMMs) in "
+                         f"--systems, got {','.join(cfg.systems)}")
+    rtl_samples = ctx.rtl_check(core)
+    base = summaries.get("gpu_only")
+    systems = {
+        name: SystemResult(**r, speedup_vs_gpu_only=(
+            base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
+            if base and r["moe_layer_latency_ms"] else None))
+        for name, r in summaries.items()}
+    return TriMoeResult(
+        config=cfg, model=model, hardware=hw,
+        trace={"meta": meta, "profile_steps": int(profile.shape[0]),
+               "run_steps": int(run_loads.shape[0]),
+               "mean_tokens_per_active_expert": float(run_loads[run_loads > 0].mean()),
+               "active_experts_per_layer": float((run_loads > 0).sum(axis=2).mean())},
+        provenance={
             "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
                           f"{core.act_lanes} activation lanes (driver API, sw/kernels/expert.py)",
             "dimm_link": None if costs.link is None else
@@ -679,11 +138,8 @@ def run_trimoe(cfg: TriMoeConfig = TriMoeConfig(), progress=None, costs: DomainC
             "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "
                        "(sw/scenarios/trimoe/costs.py)",
             "warnings": sorted({str(w.message) for w in caught})},
-        "costs": costs.as_dict(),
-        "systems": results,
-        "wall_seconds": {"costs": t_cost, "total": time.perf_counter() - t0},
-        "tokens_per_step": cfg.batch,
-        "moe_layers": model.moe_layers,
-        "notes": "MoE layers only; layer latency is the scheduled makespan with NDP contention",
-        **extra,
-    }
+        costs=costs, systems=systems,
+        wall_seconds={"costs": t_cost, "total": time.perf_counter() - t0},
+        tokens_per_step=cfg.batch, moe_layers=model.moe_layers,
+        notes="MoE layers only; layer latency is the scheduled makespan with NDP contention",
+        ndp_kernels=ndp_kernels, rtl_samples=rtl_samples)

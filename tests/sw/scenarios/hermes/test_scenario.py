@@ -289,7 +289,7 @@ def test_timeline_is_the_hermes_critical_path(tmp_path):
     and each DIMM's NDP core do one thing at a time inside their layer, and the DIMMs' slices
     add up to the reported NDP utilisation."""
     from ndpdimm.cosim.timeline import Timeline, read_timeline
-    from ndpdimm.sw.scenarios.hermes.timing import PROCESS, _dimm_track
+    from ndpdimm.sw.scenarios.hermes.simulate import PROCESS, _dimm_track
     cfg = HermesConfig(model="llama2-13b", tokens=8, prompt=32, profile_tokens=8, sample_layers=2,
                        adjust_window=4, remap_window=4)
     tl = Timeline()

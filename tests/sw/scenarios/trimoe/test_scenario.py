@@ -10,12 +10,18 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.cli import main
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.system import NdpSystem
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.report import format_report, write_report
-from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run_trimoe
-from ndpdimm.sw.scenarios.trimoe.traces import RoutingTraceConfig, synthetic_routing
+from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run
+from ndpdimm.sw.scenarios.trimoe.workload import RoutingTraceConfig, synthetic_routing
+
+
+def run_trimoe(cfg, costs=None, timeline=None, **rtl):
+    """The scenario's run (its typed result), quiet; ``rtl``: the RTL-sampling request."""
+    return run(cfg, RunContext(log=None, timeline=timeline, **rtl), costs=costs)
 
 SMALL = dict(hidden=512, layers=4, dense_layers=0, dense_ffn=0, experts=32, top_k=4,
              shared_experts=1, expert_ffn=256, heads=8, kv_heads=8,
@@ -56,8 +62,8 @@ def small_run(small_model, small_costs):
 
 def test_every_system_reports_consistent_figures(small_run):
     r = small_run
-    assert list(r["systems"]) == list(SYSTEMS)
-    for name, s in r["systems"].items():
+    assert list(r.as_dict()["systems"]) == list(SYSTEMS)
+    for name, s in r.as_dict()["systems"].items():
         assert s["moe_layer_latency_ms"] > 0
         assert s["moe_layer_latency_p99_ms"] >= s["moe_layer_latency_ms"] * 0.999
         assert s["throughput_tokens_per_s"] == pytest.approx(
@@ -66,28 +72,28 @@ def test_every_system_reports_consistent_figures(small_run):
         for dom, u in s["utilisation"].items():
             assert u is None or 0 <= u <= 1 + 1e-9
         assert s["scheduler"]["greedy_makespan_ms"] >= 0
-    only = r["systems"]["gpu_only"]
+    only = r.as_dict()["systems"]["gpu_only"]
     assert only["executions"]["cpu"] == only["executions"]["ndp"] == 0
-    assert r["systems"]["gpu_cpu"]["executions"]["ndp"] == 0
-    assert r["systems"]["gpu_ndp"]["executions"]["cpu"] == 0
+    assert r.as_dict()["systems"]["gpu_cpu"]["executions"]["ndp"] == 0
+    assert r.as_dict()["systems"]["gpu_ndp"]["executions"]["cpu"] == 0
     # a domain the system does not have is never busy
     assert only["utilisation"]["cpu"] is None and only["utilisation"]["ndp"] is None
     # more devices help here: the GPU alone pays PCIe for every miss
-    assert r["systems"]["trimoe"]["moe_layer_latency_ms"] < only["moe_layer_latency_ms"]
+    assert r.as_dict()["systems"]["trimoe"]["moe_layer_latency_ms"] < only["moe_layer_latency_ms"]
 
 
 def test_execution_counts_match_the_trace(small_model, small_costs, small_run):
-    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces
+    from ndpdimm.sw.scenarios.trimoe.workload import make_traces
     _, run, _ = make_traces(_cfg(small_model), load_moe_model(small_model))
     active = int((run > 0).sum())
-    for s in small_run["systems"].values():
+    for s in small_run.as_dict()["systems"].values():
         assert sum(s["executions"].values()) == active
 
 
 def test_provenance_and_predictor(small_run):
     r = small_run
-    assert r["provenance"]["ndp_expert"].startswith("model backend, NdpCore 16 units")
-    p = r["systems"]["trimoe"]["predictor"]
+    assert r.as_dict()["provenance"]["ndp_expert"].startswith("model backend, NdpCore 16 units")
+    p = r.as_dict()["systems"]["trimoe"]["predictor"]
     assert 0 <= p["load_accuracy"] <= 1 and p["state_bytes_full_model"] == 4 * 32 * 4
     assert "TriMoE (GPU + CPU + NDP)" in format_report(r)
 
@@ -95,12 +101,12 @@ def test_provenance_and_predictor(small_run):
 def test_deterministic_for_a_seed(small_model, small_costs, small_run):
     again = run_trimoe(_cfg(small_model), costs=small_costs)
     for name in SYSTEMS:
-        a, b = small_run["systems"][name], again["systems"][name]
+        a, b = small_run.as_dict()["systems"][name], again.as_dict()["systems"][name]
         drop = ("scheduler",)
         assert {k: v for k, v in a.items() if k not in drop} == \
             {k: v for k, v in b.items() if k not in drop}
     other = run_trimoe(_cfg(small_model, seed=3), costs=small_costs)
-    assert other["systems"]["trimoe"]["placement"] != small_run["systems"]["trimoe"]["placement"]
+    assert other.as_dict()["systems"]["trimoe"]["placement"] != small_run.as_dict()["systems"]["trimoe"]["placement"]
 
 
 def test_recorded_trace_replays(tmp_path, small_model, small_costs):
@@ -110,10 +116,10 @@ def test_recorded_trace_replays(tmp_path, small_model, small_costs):
     trace.save(path)
     r = run_trimoe(_cfg(small_model, trace=str(path), systems=("gpu_ndp", "trimoe")),
                    costs=small_costs)
-    assert r["trace"]["run_steps"] == 3 and r["trace"]["profile_steps"] == 4
-    assert list(r["systems"]) == ["gpu_ndp", "trimoe"]
-    assert r["systems"]["trimoe"]["executions"] and sum(
-        r["systems"]["trimoe"]["executions"].values()) == int((trace.loads()[4:] > 0).sum())
+    assert r.as_dict()["trace"]["run_steps"] == 3 and r.as_dict()["trace"]["profile_steps"] == 4
+    assert list(r.as_dict()["systems"]) == ["gpu_ndp", "trimoe"]
+    assert r.as_dict()["systems"]["trimoe"]["executions"] and sum(
+        r.as_dict()["systems"]["trimoe"]["executions"].values()) == int((trace.loads()[4:] > 0).sum())
 
 
 def test_report_files(tmp_path, small_run):
@@ -241,13 +247,14 @@ def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path)
     """--timeline: one process per system; every device track holds its tasks one after
     another, the layer slices are the reported latencies, the steps add the migration stalls."""
     from ndpdimm.cosim.timeline import Timeline, read_timeline
-    from ndpdimm.sw.scenarios.trimoe.scenario import _dimm_track
+    from ndpdimm.sw.scenarios.base import Tally
+    _dimm_track = Tally.dimm_track
     tl = Timeline()
     r = run_trimoe(_cfg(small_model), costs=small_costs, timeline=tl)
     f = read_timeline(tl.write(tmp_path / "trimoe.json"))
     assert f.metadata["sample_layers"] == 2 and f.metadata["moe_layers"] == SMALL["layers"]
     dimms = load_trimoe_hardware().ndp.dimms
-    for system, res in r["systems"].items():
+    for system, res in r.as_dict()["systems"].items():
         p = f"TriMoE {system}"
         names = set(f.track_names(p))
         assert {"step", "MoE layer", "GPU"} <= names
@@ -276,7 +283,8 @@ def test_timeline_step_end_splits_the_prefetch_at_the_idle_pcie_time():
     the step's layers and its link work: the prefetch track never overlaps, and the step is its
     layers plus everything charged beyond them."""
     from ndpdimm.cosim.timeline import Timeline
-    from ndpdimm.sw.scenarios.trimoe.scenario import PREFETCH, STEP, _lay_step_end, _Tally
+    from ndpdimm.sw.scenarios.trimoe.simulate import PREFETCH, STEP, _lay_step_end
+    from ndpdimm.sw.scenarios.trimoe.simulate import SystemTally as _Tally
     tl = Timeline()
     tally = _Tally(tl, "TriMoE test")
     before = dict(tally.migration)
@@ -293,9 +301,9 @@ def test_timeline_step_end_splits_the_prefetch_at_the_idle_pcie_time():
 def test_the_ndp_expert_executions_are_logged_for_rtl_samples(small_run, small_model):
     """Every NDP execution of the trimoe system is in the kernel log (``--rtl-samples``), each
     charged the uncontended cycles of its cost; a sample without the trimoe system is refused."""
-    log = small_run["ndp_kernels"]
+    log = small_run.as_dict()["ndp_kernels"]
     assert log["system"] == "trimoe" and set(log["kinds"]) == {"expert"}
-    assert log["kinds"]["expert"]["invocations"] == small_run["systems"]["trimoe"]["executions"]["ndp"]
+    assert log["kinds"]["expert"]["invocations"] == small_run.as_dict()["systems"]["trimoe"]["executions"]["ndp"]
     with pytest.raises(ValueError, match="needs the trimoe system"):
         run_trimoe(_cfg(small_model, systems=("gpu_only",)), rtl_samples=2)
 
@@ -304,7 +312,8 @@ def test_refinement_and_dynamic_layout_switches(small_model, small_costs, small_
     """Without refinement no scheduler moves are made (the greedy placement stays); with the
     layouts fixed TriMoE makes no relayout or rebalancing move (the reproduction's full run
     shows them made with the default); the defaults change nothing."""
-    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces, simulate
+    from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+    from ndpdimm.sw.scenarios.trimoe.workload import make_traces
     model, hw = load_moe_model(small_model), load_trimoe_hardware()
     cfg = _cfg(small_model, refinement=(), dynamic_layout=False)
     profile, run, _ = make_traces(cfg, model)
@@ -313,7 +322,7 @@ def test_refinement_and_dynamic_layout_switches(small_model, small_costs, small_
         assert out["scheduler"]["iterations_max"] == 0
         counts = out["migration_counts"]
         assert counts["relayouts_in_task"] == counts["relayouts_back"] == counts["rebalance_moves"] == 0
-    refined = small_run["systems"]["trimoe"]
+    refined = small_run.as_dict()["systems"]["trimoe"]
     assert refined["scheduler"]["iterations_max"] > 0            # the default refines
     again = simulate("trimoe", _cfg(small_model), model, hw, small_costs, profile, run)
     assert again["moe_layer_latency_ms"] == refined["moe_layer_latency_ms"]
@@ -335,7 +344,8 @@ def test_a_layer_whose_reads_cannot_be_withdrawn_keeps_the_first_schedule():
     """DeepSeek-V2 with one sampled layer: the DIMMs' share of room for it holds 11 experts, so
     withdrawing the host reads (striped experts then only gathered into DIMMs) cannot fit; the
     layer keeps the schedule with every option instead of failing."""
-    from ndpdimm.sw.scenarios.trimoe.scenario import make_traces, simulate
+    from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+    from ndpdimm.sw.scenarios.trimoe.workload import make_traces
     model, hw = load_moe_model("deepseek-v2"), load_trimoe_hardware()
     with Dimm("model", CoreConfig(), functional=False) as dimm:
         costs = measure_domain_costs(model, hw, dimm)

@@ -1,12 +1,11 @@
-"""The Hermes energy model and price catalogue (``sw/scenarios/hermes/energy.py``)."""
+"""The Hermes energy model and price catalogue (``sw/scenarios/energy.py``)."""
 
 import math
 
 import pytest
 
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError, Gpu, load_hardware
-from ndpdimm.sw.scenarios.gpu import GpuModel
-from ndpdimm.sw.scenarios.hermes.energy import (
+from ndpdimm.sw.scenarios.energy import (
     COMPONENTS,
     SYSTEMS,
     EnergyModel,
@@ -15,6 +14,7 @@ from ndpdimm.sw.scenarios.hermes.energy import (
     load_energy,
     reference_gpu,
 )
+from ndpdimm.sw.scenarios.gpu import GpuModel
 
 ENERGY_TOML = CONFIG_DIR / "energy" / "hermes_energy.toml"
 

@@ -1,4 +1,4 @@
-"""MoE routing traces for the TriMoE scenario: which experts each token is routed to.
+"""TriMoE's workload: MoE routing traces, which experts each token is routed to, and a run's traces.
 
 A trace is an integer array ``experts[step, layer, token, slot]`` (int16): in
 every MoE layer each token of a step's batch goes to ``top_k`` distinct
@@ -499,3 +499,22 @@ def _check_batch(logits, batch, top_k, n_experts, tokens):
     if tokens is not None and count != tokens:
         raise TraceError(f"batch {batch} has {count} tokens, batch 0 had {tokens}: every step of "
                          "a trace has the same token count")
+
+
+def make_traces(cfg, model) -> tuple:
+    """(profile loads, run loads, trace meta) of a run (``cfg`` a
+    :class:`~ndpdimm.sw.scenarios.trimoe.config.TriMoeConfig`): one trace of ``profile_steps + steps`` steps (a
+    recorded file, or the generator's), its first ``profile_steps`` steps profile (they warm
+    the EMA, the GPU residency and the initial layout), the rest are run."""
+    if cfg.trace is not None:
+        trace = RoutingTrace.load(cfg.trace)
+        if trace.n_experts != model.experts or trace.top_k != model.top_k:
+            raise ValueError(f"trace {cfg.trace}: {trace.n_experts} experts, top-{trace.top_k}; "
+                             f"model {model.name} has {model.experts}, top-{model.top_k}")
+        if trace.steps <= cfg.profile_steps:
+            raise ValueError(f"trace {cfg.trace}: {trace.steps} steps, need more than "
+                             f"profile_steps = {cfg.profile_steps}")
+    else:
+        trace = synthetic_routing(cfg.trace_config(model, cfg.profile_steps + cfg.steps, cfg.seed))
+    loads = trace.loads()
+    return loads[:cfg.profile_steps], loads[cfg.profile_steps:], trace.meta

@@ -1,4 +1,4 @@
-"""MoE routing traces (``sw/scenarios/trimoe/traces.py``): the generator's properties against its parameters,
+"""MoE routing traces (``sw/scenarios/trimoe/workload.py``): the generator's properties against its parameters,
 the trace validation, the file format and its bad inputs, and the recorder on a toy torch MoE."""
 
 import dataclasses
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from ndpdimm.sw.scenarios.trimoe.traces import (
+from ndpdimm.sw.scenarios.trimoe.workload import (
     FORMAT_NAME,
     FORMAT_VERSION,
     RoutingTrace,

@@ -1,15 +1,15 @@
 """Per-system timing of a Hermes run: every system's decode steps, layer by layer, on one trace.
 
-Each ``_*_run`` function decodes ``cfg.tokens`` steps of a
+Each ``*_run`` function decodes ``cfg.tokens`` steps of a
 :class:`~ndpdimm.sw.scenarios.hermes.workload.Workload` with the kernel times of
-:class:`~ndpdimm.sw.scenarios.hermes.costs.Costs` and returns a :class:`_Tally`
+:class:`~ndpdimm.sw.scenarios.hermes.costs.Costs` and returns a :class:`RunTally`
 (critical-path time by component, busy times, traffic, imbalance, migrations):
-:func:`_ndp_run` (Hermes, its ablations and NDP without sparsity, on a
-:class:`_Placement`; :func:`_adjust` is its online adjustment),
-:func:`_offload_run` (Accelerate-like, FlexGen-like, Deja Vu-like), :func:`_powerinfer_run`,
-:func:`_datacenter_run`; :func:`_prefill` gives the TTFT. :class:`_Shape` holds
-a model's per-layer sizes at a batch; :func:`_gpu_mlp`, :func:`_gpu_rows` and
-:func:`_cpu_seconds` time the GPU's and the host CPU's parts.
+:func:`ndp_run` (Hermes, its ablations and NDP without sparsity, on a
+:class:`Placement`; :func:`_adjust` is its online adjustment),
+:func:`offload_run` (Accelerate-like, FlexGen-like, Deja Vu-like), :func:`powerinfer_run`,
+:func:`datacenter_run`; :func:`prefill_seconds` gives the TTFT. :class:`RunShape` holds
+a model's per-layer sizes at a batch; :func:`gpu_mlp_seconds`, :func:`gpu_rows_seconds` and
+:func:`cpu_seconds` time the GPU's and the host CPU's parts.
 ``sw/scenarios/hermes/scenario.py`` places the neurons and calls these.
 
 **Decode step of one layer, Hermes** (``B`` sequences, context ``c``):
@@ -67,24 +67,36 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.kernels.attention import Shape as AttentionShape
 from ndpdimm.sw.kernels.cold_mlp import Shape as ColdMlpShape
 from ndpdimm.sw.kernels.dense import Shape as DenseShape
+from ndpdimm.sw.scenarios.base import Tally
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.hermes.config import ELEM, MERGE_CHUNK
 from ndpdimm.sw.scenarios.hermes.partition import cold_counts
 from ndpdimm.sw.scenarios.hermes.remap import rebalance_layer
 
-__all__ = []                               # private to the scenario: scenario.py imports by name
+__all__ = ["RunTally", "RunShape", "Placement", "ndp_run", "offload_run", "powerinfer_run",
+           "datacenter_run", "prefill_seconds", "accelerate_layers", "cpu_seconds", "gpu_mlp_seconds",
+           "gpu_rows_seconds"]
 
 
 # ---- accounting --------------------------------------------------------------------------------
 
-class _Tally:
+#: the timeline's process and its tracks (``--timeline``, docs/hermes.md)
+PROCESS = "Hermes (GPU + NDP-DIMMs)"
+STEP, LAYER, GPU = "decode step", "layer", "GPU"
+PCIE_DOWN, PCIE_UP, LINK = "PCIe GPU->DIMMs", "PCIe DIMMs->GPU", "DIMM-Link"
+#: tracks whose transfers the model lets run concurrently (spread over lanes by the writer)
+SHARED_TRACKS = (PCIE_DOWN, PCIE_UP)
+
+
+class RunTally(Tally):
     """Critical-path time by component, busy times and traffic of one system's run;
     ``timeline``: a :class:`~ndpdimm.cosim.timeline.Timeline` the run lays its slices on
     (``--timeline``), or ``None``."""
+    SHARED_TRACKS = SHARED_TRACKS
 
     def __init__(self, timeline=None):
-        self.timeline = timeline
+        super().__init__(timeline, PROCESS)
         self.seconds = 0.0
         self.breakdown = {}
         self.gpu_busy = self.ndp_busy = self.cpu_busy = 0.0
@@ -105,29 +117,9 @@ class _Tally:
         """Concurrent branches (dicts of component seconds): the slowest sets the time."""
         self.add(max(branches, key=lambda b: sum(b.values())))
 
-    def lay(self, track, name, start, dur, **args) -> float:
-        """Slice ``name`` on ``track`` (:data:`TRACKS`) from ``start`` for ``dur`` seconds if a
-        timeline is recorded; returns the end either way."""
-        if self.timeline is not None:
-            self.timeline.slice(PROCESS, track, name, start, dur, args,
-                                exclusive=track not in SHARED_TRACKS)
-        return start + dur
-
-
-#: the timeline's process and its tracks (``--timeline``, docs/hermes.md)
-PROCESS = "Hermes (GPU + NDP-DIMMs)"
-STEP, LAYER, GPU = "decode step", "layer", "GPU"
-PCIE_DOWN, PCIE_UP, LINK = "PCIe GPU->DIMMs", "PCIe DIMMs->GPU", "DIMM-Link"
-#: tracks whose transfers the model lets run concurrently (spread over lanes by the writer)
-SHARED_TRACKS = (PCIE_DOWN, PCIE_UP)
-
-
-def _dimm_track(d: int) -> str:
-    return f"DIMM {d} NDP core"
-
 
 @dataclasses.dataclass
-class _Shape:
+class RunShape:
     """Per-layer sizes of a model at a batch."""
     model: ModelShape
     batch: int
@@ -151,7 +143,7 @@ class _Shape:
         return float(self.batch * context * self.model.kv_bytes_per_token(ELEM))
 
 
-def _gpu_mlp(costs, sh, n):
+def gpu_mlp_seconds(costs, sh, n):
     """The GPU's share of an MLP: ``n`` neurons (up [and gate] rows, down columns)."""
     if n <= 0:
         return 0.0
@@ -160,12 +152,12 @@ def _gpu_mlp(costs, sh, n):
         g.linear(sh.batch, sh.H, int(n)).seconds
 
 
-def _gpu_rows(costs, sh, rows, n_in=None):
+def gpu_rows_seconds(costs, sh, rows, n_in=None):
     return costs.gpu.linear(sh.batch, int(rows), sh.H if n_in is None else n_in).seconds \
         if rows > 0 else 0.0
 
 
-def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=True):
+def prefill_seconds(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=True):
     """TTFT: every layer's GEMMs over the batch's prompt on the GPU, the weights not resident
     streamed over PCIe (overlapped; ``overlap`` False: before the layer's GEMMs), the KV cache
     written to the DIMMs when they hold it."""
@@ -186,22 +178,22 @@ def _prefill(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=True):
 # ---- the NDP systems (Hermes, its ablations, NDP without sparsity) -----------------------------
 
 @dataclasses.dataclass
-class _Placement:
+class Placement:
     on_gpu: np.ndarray                     # [L, F] bool
     dimm: np.ndarray                       # [L, F] int, -1 on the GPU
     qkv_share: np.ndarray                  # [L] share of QKV rows on the GPU
 
 
-def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
+def ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, remap=False,
              timeline=None, kernels=None):
-    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a _Tally.
+    """Decode ``cfg.tokens`` steps on GPU + ``dimms`` NDP-DIMMs; returns a RunTally.
     ``timeline``: lay every step's kernels and transfers on it (see :func:`_lay_layer`).
     ``kernels``: a :class:`~ndpdimm.sw.sampling.record.KernelLog` that gets every NDP kernel
     invocation costed (the DIMM-Link merges excepted: they are not NDP-core kernels), for
     ``--rtl-samples``."""
-    tl = _Tally(timeline)
+    tl = RunTally(timeline)
     if timeline is not None:                              # the tracks in display order
-        for track in (STEP, LAYER, GPU, PCIE_DOWN, PCIE_UP) + tuple(map(_dimm_track, range(dimms))) + (LINK,):
+        for track in (STEP, LAYER, GPU, PCIE_DOWN, PCIE_UP) + tuple(map(Tally.dimm_track, range(dimms))) + (LINK,):
             timeline.track(PROCESS, track, exclusive=track not in SHARED_TRACKS)
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     on_gpu, dimm = place.on_gpu.copy(), place.dimm.copy()
@@ -231,14 +223,14 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             ndp_rows = -(-(sh.qkv_rows - gpu_rows) // dimms)
             # 1. QKV
             t_qkv = tl.seconds
-            gpu_qkv = _gpu_rows(costs, sh, gpu_rows)
+            gpu_qkv = gpu_rows_seconds(costs, sh, gpu_rows)
             ndp_qkv = costs.dense.seconds(ndp_rows) if ndp_rows else 0.0
             tl.phase({"gpu": gpu_qkv, "pcie": costs.pcie(B * gpu_rows * ELEM)},
                      {"pcie": costs.pcie(sh.x_bytes), "ndp": ndp_qkv})
             # 2. attention on the DIMMs, output projection on the GPU
             t_att = tl.seconds
             att = per_dimm_pairs * costs.attention.seconds(c)
-            o = _gpu_rows(costs, sh, H)
+            o = gpu_rows_seconds(costs, sh, H)
             tl.add({"ndp": att, "pcie": costs.pcie(B * H * ELEM), "gpu": o})
             # 3. MLP
             if sparse:
@@ -249,7 +241,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
             n_gpu = int(run_gpu.sum())
             k = np.bincount(dimm[l][run_ndp], minlength=dimms)
             ndp_mlp = np.where(k > 0, neuron.fixed_cycles + neuron.per_neuron_cycles * k, 0.0) / clock
-            gpu_mlp = _gpu_mlp(costs, sh, n_gpu)
+            gpu_mlp = gpu_mlp_seconds(costs, sh, n_gpu)
             side_gpu += gpu_mlp
             side_ndp += float(ndp_mlp.max())
             t_mlp = tl.seconds
@@ -329,7 +321,7 @@ def _ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rem
 
 def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pairs, o, gpu_mlp,
                n_gpu, k, ndp_mlp, merge, predictor):
-    """Lay layer ``l``'s decode step on the timeline from the times :func:`_ndp_run` charged:
+    """Lay layer ``l``'s decode step on the timeline from the times :func:`ndp_run` charged:
     each phase starts when the previous one ended (its slowest branch), and inside a phase
     each branch runs its parts in order (QKV: GPU rows then their PCIe copy, beside the input
     over PCIe then each DIMM's dense rows; attention: each DIMM's (sequence, K/V head) pairs,
@@ -339,19 +331,19 @@ def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pai
     t_qkv, t_att, t_mlp = starts
     B, H = sh.batch, sh.H
     clock = NDP_CLOCK_HZ
-    end = tl.lay(GPU, "QKV rows", t_qkv, _gpu_rows(costs, sh, gpu_rows), layer=l, rows=gpu_rows)
+    end = tl.lay(GPU, "QKV rows", t_qkv, gpu_rows_seconds(costs, sh, gpu_rows), layer=l, rows=gpu_rows)
     tl.lay(PCIE_DOWN, "q/k/v rows to DIMMs", end, costs.pcie(B * gpu_rows * ELEM), layer=l,
            bytes=B * gpu_rows * ELEM)
     end = tl.lay(PCIE_DOWN, "input to DIMMs", t_qkv, costs.pcie(sh.x_bytes), layer=l,
                  bytes=sh.x_bytes)
     if ndp_rows:
         for d in range(dimms):
-            tl.lay(_dimm_track(d), "dense QKV rows", end, costs.dense.seconds(ndp_rows), layer=l,
+            tl.lay(Tally.dimm_track(d), "dense QKV rows", end, costs.dense.seconds(ndp_rows), layer=l,
                    rows=ndp_rows)
     att_end = t_att
     for d in range(dimms):
         n = pairs // dimms + (d < pairs % dimms)
-        att_end = max(att_end, tl.lay(_dimm_track(d), "attention", t_att,
+        att_end = max(att_end, tl.lay(Tally.dimm_track(d), "attention", t_att,
                                       n * costs.attention.seconds(c), layer=l, pairs=n,
                                       context=c))
     end = tl.lay(PCIE_UP, "attention heads to GPU", att_end, costs.pcie(B * H * ELEM), layer=l,
@@ -362,7 +354,7 @@ def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pai
     end = tl.lay(PCIE_DOWN, "input to DIMMs", t_mlp, costs.pcie(sh.x_bytes), layer=l,
                  bytes=sh.x_bytes)
     for d in range(dimms):
-        tl.lay(_dimm_track(d), "cold neurons (MLP)", end, float(ndp_mlp[d]), layer=l,
+        tl.lay(Tally.dimm_track(d), "cold neurons (MLP)", end, float(ndp_mlp[d]), layer=l,
                neurons=int(k[d]))
     merge_bytes, merge_s = merge
     end = tl.lay(LINK, "merge partial sums (ATOMIC_ADD)", end + float(ndp_mlp.max()), merge_s,
@@ -374,7 +366,7 @@ def _lay_layer(tl, costs, sh, l, s, c, starts, *, dimms, gpu_rows, ndp_rows, pai
 
 
 def _log_kernels(kernels, cfg, costs, sh, dimms, ndp_rows, context, pairs, per_dimm, pool):
-    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``_ndp_run`` charged
+    """One layer-step's NDP kernels into ``kernels``, each with the cycles ``ndp_run`` charged
     (``per_dimm``: each DIMM's activated cold neurons, ``pool``: the cold neurons it stores in
     the layer, which a replay draws them from)."""
     m, B, H = sh.model, sh.batch, sh.H
@@ -415,7 +407,7 @@ def _adjust(on_gpu, dimm, window, max_swaps, margin):
 
 # ---- the baselines without NDP -----------------------------------------------------------------
 
-def _accelerate_layers(budget_bytes, layer_bytes, layers):
+def accelerate_layers(budget_bytes, layer_bytes, layers):
     """How many whole decoder layers Accelerate's ``device_map="auto"`` keeps on the GPU: it
     fills the GPU first, in layer order, and does not split a decoder layer across devices
     (``no_split_module_classes``), so the budget's remainder below one layer stays unused."""
@@ -424,7 +416,7 @@ def _accelerate_layers(budget_bytes, layer_bytes, layers):
     return min(int(layers), int(budget_bytes // layer_bytes))
 
 
-def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, overlap=True):
+def offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, overlap=True):
     """FlexGen-like (``hot`` None: a ``resident_share`` of every matrix stays on the GPU, the
     rest streams) or Deja Vu-like (``hot`` [L, F]: resident neurons; the predicted-active
     others stream; attention weights stream densely); the KV cache the GPU cannot hold streams
@@ -433,7 +425,7 @@ def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ov
     offloaded). ``overlap``: a layer takes ``max(GPU, PCIe)`` (the next layer's weights stream
     while this one computes); False: ``GPU + PCIe`` (the weights move just before the layer's
     forward, Accelerate-like)."""
-    tl = _Tally()
+    tl = RunTally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     g = costs.gpu
     att_bytes = sh.qkv_bytes + sh.o_bytes
@@ -443,7 +435,7 @@ def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ov
         for l in range(L):
             s, share = l % S, float(shares[l])
             act, pred = wl.run.active[t, s], wl.predicted[t, s]
-            att = _gpu_rows(costs, sh, sh.qkv_rows) + _gpu_rows(costs, sh, H) + \
+            att = gpu_rows_seconds(costs, sh, sh.qkv_rows) + gpu_rows_seconds(costs, sh, H) + \
                 g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
             if hot is None:
                 n = sh.F
@@ -455,7 +447,7 @@ def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ov
                     int((pred & ~hot[l]).sum()) * sh.neuron_bytes
                 tl.active_on_gpu += int((act & hot[l]).sum())
             stream += kv_stream * c
-            comp = att + _gpu_mlp(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
+            comp = att + gpu_mlp_seconds(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
             if overlap:
                 tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
             else:
@@ -469,7 +461,7 @@ def _offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ov
     return tl
 
 
-def _cpu_seconds(costs, sh, n_rows_equiv):
+def cpu_seconds(costs, sh, n_rows_equiv):
     """Host CPU: ``n_rows_equiv`` rows of the hidden size for the batch."""
     h = costs.hardware.host
     nbytes = n_rows_equiv * sh.H * ELEM
@@ -478,10 +470,10 @@ def _cpu_seconds(costs, sh, n_rows_equiv):
                flops / (h.fp32_tflops * 1e12))
 
 
-def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
+def powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
     """Hot neurons and a share of QKV + output rows on the GPU, the rest on the host CPU; the KV
     cache the GPU cannot hold crosses PCIe each step (``kv_stream`` per layer and token)."""
-    tl = _Tally()
+    tl = RunTally()
     m, B, H, L, S = sh.model, sh.batch, sh.H, sh.L, wl.run.layers
     g = costs.gpu
     rows = sh.qkv_rows + H
@@ -491,8 +483,8 @@ def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
             s = l % S
             act, pred = wl.run.active[t, s], wl.predicted[t, s]
             gpu_rows = int(round(place.qkv_share[l] * rows))
-            cpu_att = _cpu_seconds(costs, sh, rows - gpu_rows)
-            gpu_att = _gpu_rows(costs, sh, gpu_rows)
+            cpu_att = cpu_seconds(costs, sh, rows - gpu_rows)
+            gpu_att = gpu_rows_seconds(costs, sh, gpu_rows)
             sync = costs.pcie(sh.x_bytes) * 2
             tl.phase({"gpu": gpu_att}, {"cpu": cpu_att, "pcie": sync if cpu_att else 0.0})
             attn = g.attention(B, 1, c, m.heads, m.kv_heads, m.head_dim).seconds
@@ -501,8 +493,8 @@ def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
                 tl.pcie_bytes += kv_stream * c
                 tl.host_dram_bytes += kv_stream * c
             n_gpu, n_cpu = int((pred & place.on_gpu[l]).sum()), int((pred & ~place.on_gpu[l]).sum())
-            gpu_mlp = _gpu_mlp(costs, sh, n_gpu) + g.overhead_s
-            cpu_mlp = _cpu_seconds(costs, sh, n_cpu * sh.mats)
+            gpu_mlp = gpu_mlp_seconds(costs, sh, n_gpu) + g.overhead_s
+            cpu_mlp = cpu_seconds(costs, sh, n_cpu * sh.mats)
             tl.add({"gpu": attn})
             tl.phase({"gpu": gpu_mlp}, {"cpu": cpu_mlp, "pcie": sync if n_cpu else 0.0})
             tl.gpu_busy += gpu_att + attn + gpu_mlp
@@ -516,10 +508,10 @@ def _powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
     return tl
 
 
-def _datacenter_run(cfg, sh, dc):
+def datacenter_run(cfg, sh, dc):
     """``dc.count`` GPUs in tensor parallel: each holds 1/N of every matrix; two all-reduces of
     the batch's hidden vector per layer over NVLink (ring: 2 (N-1)/N of the bytes)."""
-    tl = _Tally()
+    tl = RunTally()
     g = GpuModel(dc.gpu())
     m, B, H, n = sh.model, sh.batch, sh.H, dc.count
     ar = 2 * g.overhead_s + 2 * (n - 1) / n * sh.x_bytes / (dc.nvlink_gbs * 1e9)

@@ -1,0 +1,88 @@
+"""TriMoE's configuration: one run's model, hardware, batch, trace, predictor and systems.
+
+:class:`TriMoeConfig` embeds the NDP core choice (``sw/scenarios/base.py``); a bad value raises
+``ValueError`` naming the field when the configuration is made, before anything runs.
+:data:`SYSTEMS` are the compared systems, :data:`DOMAINS` the devices each may schedule on.
+"""
+
+import dataclasses
+
+from ndpdimm.sw.scenarios.base import CoreChoice
+from ndpdimm.sw.scenarios.trimoe.workload import RoutingTraceConfig
+
+__all__ = ["TriMoeConfig", "SYSTEMS", "DOMAINS"]
+
+SYSTEMS = ("gpu_only", "gpu_cpu", "gpu_ndp", "trimoe")
+#: the devices each system's scheduler may use
+DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "ndp"),
+           "trimoe": ("gpu", "cpu", "ndp")}
+
+
+@dataclasses.dataclass(frozen=True)
+class TriMoeConfig(CoreChoice):
+    """One TriMoE run: the NDP core (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: ``backend``,
+    ``units``, ``act_lanes``, 256 / 256 by default) and the fields below. Trace parameters: see
+    ``sw/scenarios/trimoe/workload.py``."""
+    model: str = "deepseek-v2"
+    hardware: str = "h100-amx"
+    batch: int = 512                       # tokens per step (64..768 in the paper's range)
+    steps: int = 16
+    profile_steps: int = 8
+    sample_layers: int = 4
+    trace: str | None = None               # a recorded trace file (.npz) instead of the generator
+    hot_fraction: float = 0.05
+    hot_mass: float = 0.45
+    warm_fraction: float = 0.20
+    warm_mass: float = 0.35
+    skew: float = 1.0
+    temporal_correlation: float = 0.9
+    volatility: float = 0.5
+    layer_variation: float = 0.5
+    alpha: float = 0.3                     # EMA coefficient
+    theta_hot: float = 0.7                 # prefetch when EMA > theta_hot x max EMA
+    rebalance_every: int = 4
+    rebalance_moves: int = 4
+    gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
+    link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
+    seed: int = 0
+    systems: tuple = SYSTEMS
+    # systems whose scheduler runs the bottleneck-aware refinement after the greedy pass (the
+    # others keep the greedy placement: prior systems, as TriMoE's ablation removes it)
+    refinement: tuple = SYSTEMS
+    # trimoe only: manage the layouts while running (relayout into a DIMM inside a task, relayout
+    # back to striped, rebalancing); False keeps the initial plan's layout for the whole run
+    dynamic_layout: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("batch", "steps", "profile_steps", "sample_layers", "rebalance_every",
+                     "gpu_staging_experts"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if isinstance(self.rebalance_moves, bool) or not isinstance(self.rebalance_moves, int) \
+                or self.rebalance_moves < 0:
+            raise ValueError(f"rebalance_moves must be an int >= 0, got {self.rebalance_moves!r}")
+        for name in ("alpha", "theta_hot"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        if isinstance(self.link_ber, bool) or not isinstance(self.link_ber, (int, float)) \
+                or not 0 <= self.link_ber < 1e-2:
+            raise ValueError(f"link_ber must be in [0, 1e-2), got {self.link_ber!r}")
+        bad = [s for s in self.systems if s not in SYSTEMS]
+        if bad or not self.systems:
+            raise ValueError(f"systems must be a non-empty subset of {SYSTEMS}, got {self.systems!r}")
+        if not isinstance(self.refinement, tuple) or any(s not in SYSTEMS for s in self.refinement):
+            raise ValueError(f"refinement must be a tuple of systems out of {SYSTEMS}, "
+                             f"got {self.refinement!r}")
+        if not isinstance(self.dynamic_layout, bool):
+            raise ValueError(f"dynamic_layout must be a bool, got {self.dynamic_layout!r}")
+
+    def trace_config(self, model, steps, seed) -> RoutingTraceConfig:
+        return RoutingTraceConfig(
+            n_experts=model.experts, top_k=model.top_k, layers=self.sample_layers,
+            tokens=self.batch, steps=steps, hot_fraction=self.hot_fraction,
+            hot_mass=self.hot_mass, warm_fraction=self.warm_fraction, warm_mass=self.warm_mass,
+            skew=self.skew, temporal_correlation=self.temporal_correlation,
+            volatility=self.volatility, layer_variation=self.layer_variation, seed=seed)
