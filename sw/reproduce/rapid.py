@@ -158,7 +158,7 @@ def _ttft_slo(case: Case, node: str, seed: int) -> float:
         raise ReproductionError(f"rapid.toml: cases.{case.name}.ttft_slo must be a number of "
                                 f"seconds or \"baseline\", got {case.ttft_slo!r}")
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
-    from ndpdimm.sw.scenarios.rapid.perf import ServingPerf
+    from ndpdimm.sw.scenarios.rapid.costs import ServingPerf
     from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, baseline_ttft_slo
     from ndpdimm.sw.scenarios.rapid.workload import generate_trace, load_workload
     cfg = RapidConfig(model=case.model, node=node, workload=case.workload, pattern="steady",

@@ -9,7 +9,7 @@ docs use:
   every system, the hot share and the ILP time;
 * ``trimoe``: :class:`~ndpdimm.sw.scenarios.trimoe.scenario.TriMoeConfig` -> MoE-layer latency and tokens/s of
   every system;
-* ``rapid``: :class:`~ndpdimm.sw.scenarios.rapid.scenario.RapidConfig` -> goodput, SLO attainment (both SLOs,
+* ``rapid``: :class:`~ndpdimm.sw.scenarios.rapid.config.RapidConfig` -> goodput, SLO attainment (both SLOs,
   TTFT alone, TPOT alone), QPS/W, mean power and throughput of every system;
 * ``rtl-gemv``: one dense GEMV of ``rows x cols`` (``dtype``, ``batch``, random values from
   ``seed``) through the driver on the ``backend`` (default ``rtl``: the Verilated core with
@@ -74,13 +74,14 @@ def _trimoe(p):
 
 
 def _rapid(p):
-    from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, run_rapid
-    r = run_rapid(RapidConfig(**p))
-    row = {"ttft_slo_s": r["slo"]["ttft_s"], "requests": r["trace"]["requests"]}
-    for s in r["systems"]:
+    from ndpdimm.sw.scenarios.base import RunContext
+    from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, run
+    r = run(RapidConfig(**p), RunContext(log=None))
+    row = {"ttft_slo_s": r.slo["ttft_s"], "requests": r.trace["requests"]}
+    for s in r.systems:
         for key in ("goodput_rps", "slo_attainment", "qps_per_w", "ttft_attainment",
                     "tpot_attainment", "mean_power_w", "throughput_rps"):
-            row[f"{s['system']}_{key}"] = s[key]
+            row[f"{s.system}_{key}"] = getattr(s, key)
     return row
 
 
@@ -126,7 +127,7 @@ JOBS = {
                   {}, "dimms", ("hermes_tokens_per_s",)),
     "trimoe": Job("trimoe", "TriMoE scenario (sw/scenarios/trimoe/scenario.py)", "ndpdimm.sw.scenarios.trimoe.scenario:TriMoeConfig",
                   {}, "batch", ("trimoe_latency_ms",)),
-    "rapid": Job("rapid", "RAPID scenario (sw/scenarios/rapid/scenario.py)", "ndpdimm.sw.scenarios.rapid.scenario:RapidConfig",
+    "rapid": Job("rapid", "RAPID scenario (sw/scenarios/rapid/scenario.py)", "ndpdimm.sw.scenarios.rapid.config:RapidConfig",
                  {}, "rate_scale", ("dynamic_goodput_rps",)),
     "rtl-gemv": Job("rtl-gemv", "one GEMV through the driver, checked bit for bit (RTL build "
                     "cached per parameter set)", None,

@@ -7,12 +7,12 @@
   :func:`~ndpdimm.sw.scenarios.rapid.workload.generate_trace` with pattern ``steady`` and ``rate_scale =
   burst rate / steady rate`` - simulated for the ``dynamic`` system alone (GPUs only, the
   controller in the loop, the TTFT SLO from ``static-4p4d`` on the steady workload as
-  :func:`~ndpdimm.sw.scenarios.rapid.scenario.run_rapid` takes it). Reported: requests, trace and simulated
+  :func:`~ndpdimm.sw.scenarios.rapid.scenario.run` takes it). Reported: requests, trace and simulated
   seconds, wall seconds of the simulation alone, requests per wall second, and whether the
   goal "a one-hour trace at peak load in under a minute" is met on this machine (measured:
   false when the trace is shorter than an hour or the wall time a minute or more);
 * ``runs``: per workload (``mixed``, ``long-context``) and pattern (``steady``, ``bursty``),
-  :func:`~ndpdimm.sw.scenarios.rapid.scenario.run_rapid` with mode ``all`` and the NDP tier on for 600 s: per
+  :func:`~ndpdimm.sw.scenarios.rapid.scenario.run` with mode ``all`` and the NDP tier on for 600 s: per
   system goodput, SLO attainment, QPS/W, mean power, p50/p99 TTFT and TPOT, power moves and
   role switches, with the SLOs and the run's wall time;
 * ``ndp_dimm_sweep``: the ``mixed`` steady workload in ``dynamic`` mode with the NDP tier at
@@ -31,15 +31,11 @@ import platform
 import time
 
 from ndpdimm.sw.result_files import write_json
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
-from ndpdimm.sw.scenarios.rapid.perf import ServingPerf
-from ndpdimm.sw.scenarios.rapid.scenario import (
-    RapidConfig,
-    _simulate,
-    baseline_ttft_slo,
-    run_rapid,
-    summarize,
-)
+from ndpdimm.sw.scenarios.rapid.costs import ServingPerf
+from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, SystemResult, baseline_ttft_slo, run
+from ndpdimm.sw.scenarios.rapid.simulate import simulate_system, summarize
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS, generate_trace, load_workload
 
 __all__ = ["run_rapid_bench", "measure_simulator_speed", "ndp_dimm_sweep", "WORKLOADS",
@@ -70,8 +66,8 @@ def measure_simulator_speed(workload="mixed", duration_s=GOAL_TRACE_S, baseline_
     trace = generate_trace(spec, duration_s, "steady", seed=seed, rate_scale=scale)
     log(f"[bench rapid] simulator speed: dynamic on {len(trace)} requests of {workload} at "
         f"{peak:g} rps steady over {duration_s:.0f} s (TTFT SLO {1e3 * slo[0]:.0f} ms) ...")
-    sim, wall = _simulate(perf, trace, "dynamic", node, cfg, slo, log)
-    s = summarize("dynamic", sim, slo[0], slo[1], duration_s, wall)
+    sim, wall = simulate_system(perf, trace, "dynamic", node, cfg, slo, log)
+    s = SystemResult(**summarize("dynamic", sim, slo[0], slo[1], duration_s, wall))
     met = duration_s >= GOAL_TRACE_S and wall < GOAL_WALL_S
     out = {
         "system": "dynamic", "workload": workload, "trace": trace.name,
@@ -84,7 +80,7 @@ def measure_simulator_speed(workload="mixed", duration_s=GOAL_TRACE_S, baseline_
         "goal": {"what": f"a {GOAL_TRACE_S / 3600:g}-hour trace at peak load simulated in "
                          f"under {GOAL_WALL_S:g} s of wall time",
                  "trace_s": GOAL_TRACE_S, "wall_s": GOAL_WALL_S, "met": bool(met)},
-        "results": {k: s[k] for k in _ROW_KEYS} | {"ttft_s": s["ttft_s"], "tpot_s": s["tpot_s"]},
+        "results": {k: getattr(s, k) for k in _ROW_KEYS} | {"ttft_s": s.ttft_s, "tpot_s": s.tpot_s},
     }
     log(f"[bench rapid]   {len(trace)} requests, {sim.end_t:.0f} s simulated in {wall:.1f} s "
         f"wall ({out['requests_per_wall_s']:.0f} requests/s): goal "
@@ -92,10 +88,10 @@ def measure_simulator_speed(workload="mixed", duration_s=GOAL_TRACE_S, baseline_
     return out
 
 
-def _row(s: dict) -> dict:
-    return {"system": s["system"], **{k: s[k] for k in _ROW_KEYS},
-            "ttft_ms": {p: 1e3 * v for p, v in s["ttft_s"].items() if p in ("p50", "p99")},
-            "tpot_ms": {p: 1e3 * v for p, v in s["tpot_s"].items() if p in ("p50", "p99")}}
+def _row(s: SystemResult) -> dict:
+    return {"system": s.system, **{k: getattr(s, k) for k in _ROW_KEYS},
+            "ttft_ms": {p: 1e3 * v for p, v in s.ttft_s.items() if p in ("p50", "p99")},
+            "tpot_ms": {p: 1e3 * v for p, v in s.tpot_s.items() if p in ("p50", "p99")}}
 
 
 def ndp_dimm_sweep(dimm_counts=DIMM_COUNTS, duration_s=600.0, seed=0, log=print) -> list:
@@ -104,18 +100,17 @@ def ndp_dimm_sweep(dimm_counts=DIMM_COUNTS, duration_s=600.0, seed=0, log=print)
     for dimms in dimm_counts:
         cfg = RapidConfig(workload="mixed", pattern="steady", duration_s=duration_s, seed=seed,
                           mode="dynamic", ndp=True, ndp_dimms=dimms)
-        r = run_rapid(cfg)
-        rows = {s["system"]: s for s in r["systems"]}
-        gpu, ndp = rows["dynamic"], rows["dynamic+ndp"]
-        entry = {"dimms": dimms, "ndp_reserved_w": r["provenance"]["ndp_reserved_w"],
-                 "ndp_decode_caps_w": ndp["timeline"]["caps_w"][0][4:],
-                 "ndp_prefill_caps_w": ndp["timeline"]["caps_w"][0][:4],
+        r = run(cfg, RunContext(log=None))
+        gpu, ndp = r.system("dynamic"), r.system("dynamic+ndp")
+        entry = {"dimms": dimms, "ndp_reserved_w": r.provenance["ndp_reserved_w"],
+                 "ndp_decode_caps_w": ndp.timeline["caps_w"][0][4:],
+                 "ndp_prefill_caps_w": ndp.timeline["caps_w"][0][:4],
                  "dynamic": _row(gpu), "dynamic+ndp": _row(ndp)}
         out.append(entry)
         log(f"[bench rapid] {dimms} NDP-DIMMs ({entry['ndp_reserved_w']:.0f} W reserved): "
-            f"dynamic+ndp goodput {ndp['goodput_rps']:.2f} req/s, TPOT p50 "
-            f"{1e3 * ndp['tpot_s']['p50']:.1f} ms against dynamic {gpu['goodput_rps']:.2f}, "
-            f"{1e3 * gpu['tpot_s']['p50']:.1f} ms")
+            f"dynamic+ndp goodput {ndp.goodput_rps:.2f} req/s, TPOT p50 "
+            f"{1e3 * ndp.tpot_s['p50']:.1f} ms against dynamic {gpu.goodput_rps:.2f}, "
+            f"{1e3 * gpu.tpot_s['p50']:.1f} ms")
     return out
 
 
@@ -133,12 +128,12 @@ def run_rapid_bench(out="bench/results/rapid.json", workloads=WORKLOADS, pattern
             cfg = RapidConfig(workload=workload, pattern=pattern, duration_s=duration_s,
                               seed=seed, mode="all", ndp=True)
             log(f"[bench rapid] {workload}, {pattern}, {duration_s:.0f} s, mode all + NDP tier")
-            r = run_rapid(cfg, log=log)
-            rows = [_row(s) for s in r["systems"]]
-            runs.append({"workload": workload, "pattern": pattern, "trace": r["trace"],
-                         "slo": {"ttft_s": r["slo"]["ttft_s"], "tpot_s": r["slo"]["tpot_s"]},
-                         "ndp_reserved_w": r["provenance"]["ndp_reserved_w"],
-                         "systems": rows, "wall_s": r["wall_s"]})
+            r = run(cfg, RunContext(log=log))
+            rows = [_row(s) for s in r.systems]
+            runs.append({"workload": workload, "pattern": pattern, "trace": r.trace,
+                         "slo": {"ttft_s": r.slo["ttft_s"], "tpot_s": r.slo["tpot_s"]},
+                         "ndp_reserved_w": r.provenance["ndp_reserved_w"],
+                         "systems": rows, "wall_s": r.wall_s})
             for row in rows:
                 log(f"    {row['system']:20s} goodput {row['goodput_rps']:7.2f} req/s, SLO "
                     f"{100 * row['slo_attainment']:5.1f} %, {row['qps_per_w']:.4f} QPS/W, "

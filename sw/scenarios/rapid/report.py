@@ -1,6 +1,6 @@
 """``ndpdimm rapid``: run the RAPID scenario, print its table, write JSON and plots.
 
-:func:`rapid_command` runs :func:`~ndpdimm.sw.scenarios.rapid.scenario.run_rapid` (every configuration of the
+:func:`rapid_command` runs :func:`~ndpdimm.sw.scenarios.rapid.scenario.run` (every configuration of the
 :class:`~ndpdimm.sw.scenarios.rapid.scenario.RapidConfig` on one trace) and prints per system the goodput
 (requests/s meeting both SLOs), SLO attainment (both, TTFT alone, TPOT alone), QPS per watt,
 mean node power, p50/p99 TTFT and TPOT, and the controller's power moves and role switches;
@@ -21,8 +21,12 @@ With ``save_trace``, the trace the run replays is written first (CSV,
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ndpdimm.sw.result_files import save_figure, write_json, write_results
+
+if TYPE_CHECKING:                       # the scenario imports torch: only when a run is asked for
+    from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
 
 __all__ = ["format_report", "write_report", "rapid_command", "ROLE_COLOURS"]
 
@@ -40,23 +44,23 @@ def _controlled(name: str) -> bool:
     return name.removesuffix("+ndp").startswith("dynamic")
 
 
-def format_report(r: dict) -> str:
+def format_report(r: "RapidResult") -> str:
     """The run's header, provenance and one table row per system."""
-    c, t, slo, prov = r["config"], r["trace"], r["slo"], r["provenance"]
-    systems = r["systems"]
-    sampled = [s["timeline"]["roles"][0] for s in systems if s["timeline"]["roles"]]
+    c, t, slo, prov = r.config, r.trace, r.slo, r.provenance
+    systems = r.systems
+    sampled = [s.timeline["roles"][0] for s in systems if s.timeline["roles"]]
     gpus = f"{len(sampled[0])} GPUs, " if sampled else ""
     base = slo["ttft_baseline"]
     ttft_src = (f"p{base['percentile']:g} TTFT of static-4p4d on {base['trace']}" if base
                 else "given")
     lines = [
-        f"RAPID: {r['model']['name']} on {r['node']} ({gpus}node budget "
-        f"{r['power_budget_w']:.0f} W), mode {c['mode']}, KV path {c['kv_path']}",
+        f"RAPID: {r.model.name} on {r.node} ({gpus}node budget "
+        f"{r.power_budget_w:.0f} W), mode {c.mode}, KV path {c.kv_path}",
         f"trace {t['name']}: {t['requests']} requests over {t['duration_s']:.0f} s, mean "
         f"{t['mean_input_tokens']:.0f} input / {t['mean_output_tokens']:.0f} output tokens"
-        + (f" (replayed from {c['trace']})" if c.get("trace") else
-           f" (workload {c['workload']}, {c['pattern']}, rate x{c['rate_scale']:g}, "
-           f"seed {c['seed']})"),
+        + (f" (replayed from {c.trace})" if c.trace else
+           f" (workload {c.workload}, {c.pattern}, rate x{c.rate_scale:g}, "
+           f"seed {c.seed})"),
         f"SLOs: TTFT {1e3 * slo['ttft_s']:.0f} ms ({ttft_src}), TPOT {1e3 * slo['tpot_s']:.0f} ms",
         f"GPU numbers: {prov['gpu']}",
     ]
@@ -74,14 +78,14 @@ def format_report(r: dict) -> str:
     lines += [head, units, "-" * len(head)]
     for s in systems:
         lines.append(
-            f"{s['system']:20s} {s['goodput_rps']:8.2f} {100 * s['slo_attainment']:6.1f} "
-            f"{100 * s['ttft_attainment']:6.1f} {100 * s['tpot_attainment']:6.1f} "
-            f"{s['qps_per_w']:7.4f} {s['mean_power_w']:6.0f} | {_ms(s['ttft_s'], 'p50'):>8s} "
-            f"{_ms(s['ttft_s'], 'p99'):>8s} | {_ms(s['tpot_s'], 'p50'):>8s} "
-            f"{_ms(s['tpot_s'], 'p99'):>7s} | {s['power_moves']:5d} {s['role_switches']:6d}")
-    over = [s["system"] for s in systems
-            if s["checks"]["max_reserved_w"] > s["checks"]["budget_w"] + 1e-6]
-    unfinished = [s["system"] for s in systems if not s["checks"]["finished_once"]]
+            f"{s.system:20s} {s.goodput_rps:8.2f} {100 * s.slo_attainment:6.1f} "
+            f"{100 * s.ttft_attainment:6.1f} {100 * s.tpot_attainment:6.1f} "
+            f"{s.qps_per_w:7.4f} {s.mean_power_w:6.0f} | {_ms(s.ttft_s, 'p50'):>8s} "
+            f"{_ms(s.ttft_s, 'p99'):>8s} | {_ms(s.tpot_s, 'p50'):>8s} "
+            f"{_ms(s.tpot_s, 'p99'):>7s} | {s.power_moves:5d} {s.role_switches:6d}")
+    over = [s.system for s in systems
+            if s.checks["max_reserved_w"] > s.checks["budget_w"] + 1e-6]
+    unfinished = [s.system for s in systems if not s.checks["finished_once"]]
     lines += ["",
               "columns: goodput = requests meeting both SLOs per second of trace; SLO% both, "
               "TTFT% and TPOT% each alone; QPS/W = requests per second per watt of mean node "
@@ -91,11 +95,11 @@ def format_report(r: dict) -> str:
                             f"OVER THE BUDGET: {', '.join(over)}") + "; "
               + ("every request finished exactly once" if not unfinished else
                  f"REQUESTS NOT FINISHED ONCE: {', '.join(unfinished)}"),
-              f"wall time {r['wall_s']:.1f} s"]
+              f"wall time {r.wall_s:.1f} s"]
     return "\n".join(lines)
 
 
-def _plots(r: dict, out: Path, name: str) -> list:
+def _plots(r: "RapidResult", out: Path, name: str) -> list:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -104,17 +108,17 @@ def _plots(r: dict, out: Path, name: str) -> list:
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    systems = r["systems"]
+    systems = r.systems
     roles = list(ROLE_COLOURS)
     files = []
 
     # (a) caps and roles of the controlled systems
-    shown = [s for s in systems if _controlled(s["system"])] or \
-        [s for s in systems if s["system"].removesuffix("+ndp") == "static-4p4d"] or systems[:1]
+    shown = [s for s in systems if _controlled(s.system)] or \
+        [s for s in systems if s.system.removesuffix("+ndp") == "static-4p4d"] or systems[:1]
     fig, axes = plt.subplots(3, len(shown), figsize=(4.6 * len(shown), 7.5), squeeze=False,
                              sharex="col", gridspec_kw={"height_ratios": [3, 1, 2]})
     for k, s in enumerate(shown):
-        tl = s["timeline"]
+        tl = s.timeline
         t = np.asarray(tl["t"], dtype=float)
         caps = np.asarray(tl["caps_w"], dtype=float).reshape(len(t), -1)
         draw = np.asarray(tl["draw_w"], dtype=float).reshape(len(t), -1)
@@ -128,7 +132,7 @@ def _plots(r: dict, out: Path, name: str) -> list:
                             linestyle=_STYLES[g % len(_STYLES)], linewidth=1.2)
         if caps.size:      # identical caps would otherwise give a 1 W wide axis
             ax.set_ylim(caps.min() - 60, caps.max() + 60)
-        ax.set_title(s["system"])
+        ax.set_title(s.system)
         ax.set_ylabel("GPU power cap (W)" if k == 0 else "")
         seen = [x for i, x in enumerate(roles) if (code == i).any()]
         ax.legend(handles=[Patch(color=ROLE_COLOURS[x], label=x) for x in seen],
@@ -141,16 +145,16 @@ def _plots(r: dict, out: Path, name: str) -> list:
                       extent=(t[0], t[-1] if t[-1] > t[0] else t[0] + 1, caps.shape[1] - 0.5, -0.5))
         ax.set_ylabel("GPU" if k == 0 else "")
         ax = axes[2, k]
-        reserved = s["checks"]["ndp_reserved_w"]
+        reserved = s.checks["ndp_reserved_w"]
         ax.step(t, caps.sum(axis=1) + reserved, where="post", label="caps + NDP reserve")
         ax.step(t, draw.sum(axis=1), where="post", label="GPU draw")
-        ax.axhline(s["checks"]["budget_w"], color="black", linestyle="--", linewidth=1,
+        ax.axhline(s.checks["budget_w"], color="black", linestyle="--", linewidth=1,
                    label="node budget")
-        ax.set_ylim(0, 1.1 * s["checks"]["budget_w"])
+        ax.set_ylim(0, 1.1 * s.checks["budget_w"])
         ax.set_xlabel("time (s)")
         ax.set_ylabel("node power (W)" if k == 0 else "")
         ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"RAPID: power caps and roles, {r['trace']['name']}")
+    fig.suptitle(f"RAPID: power caps and roles, {r.trace['name']}")
     files.append(save_figure(fig, out / f"{name}_power_roles.png"))
 
     # (b) queue depths
@@ -158,7 +162,7 @@ def _plots(r: dict, out: Path, name: str) -> list:
     rows = -(-len(systems) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.0 * rows), squeeze=False)
     for k, s in enumerate(systems):
-        tl = s["timeline"]
+        tl = s.timeline
         ax = axes[k // cols, k % cols]
         ax.step(tl["t"], tl["prefill_queue"], where="post", label="prefill queue")
         ax.step(tl["t"], tl["kv_ring"], where="post", label="KV ring")
@@ -167,7 +171,7 @@ def _plots(r: dict, out: Path, name: str) -> list:
         right.step(tl["t"], tl["decoding"], where="post", color="tab:gray", linewidth=0.8,
                    label="decoding (right)")
         right.set_ylabel("sequences decoding", fontsize=8)
-        ax.set_title(s["system"], fontsize=10)
+        ax.set_title(s.system, fontsize=10)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("requests")
         if k == 0:
@@ -181,13 +185,13 @@ def _plots(r: dict, out: Path, name: str) -> list:
     # (c) latency CDFs
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     q = np.linspace(0, 100, 101)
-    for ax, key, slo, label in ((axes[0], "ttft_cdf_s", r["slo"]["ttft_s"], "TTFT"),
-                                (axes[1], "tpot_cdf_s", r["slo"]["tpot_s"], "TPOT")):
+    for ax, key, slo, label in ((axes[0], "ttft_cdf_s", r.slo["ttft_s"], "TTFT"),
+                                (axes[1], "tpot_cdf_s", r.slo["tpot_s"], "TPOT")):
         for s in systems:
-            x = np.asarray(s[key], dtype=float) * 1e3
+            x = np.asarray(getattr(s, key), dtype=float) * 1e3
             if len(x):
                 ax.plot(x, np.linspace(0, 100, len(x)) if len(x) != len(q) else q,
-                        label=s["system"], linestyle="--" if s["ndp_tier"] else "-")
+                        label=s.system, linestyle="--" if s.ndp_tier else "-")
         ax.axvline(slo * 1e3, color="black", linestyle=":", label=f"SLO {slo * 1e3:.0f} ms")
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -197,12 +201,12 @@ def _plots(r: dict, out: Path, name: str) -> list:
         ax.set_ylim(0, 100)
         ax.grid(True, which="both", alpha=0.3)
     axes[1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"RAPID: latency CDFs, {r['trace']['name']}")
+    fig.suptitle(f"RAPID: latency CDFs, {r.trace['name']}")
     files.append(save_figure(fig, out / f"{name}_latency_cdf.png"))
     return files
 
 
-def write_report(r: dict, out_dir, name="rapid") -> list:
+def write_report(r: "RapidResult", out_dir, name="rapid") -> list:
     """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
     out = Path(out_dir)
     return [write_json(r, out / f"{name}.json")] + _plots(r, out, name)
@@ -210,30 +214,33 @@ def write_report(r: dict, out_dir, name="rapid") -> list:
 
 def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeline_file=None,
                   timeline_system=None, rtl_samples: int = 0, rtl_seed: int = 0,
-                  rtl_workers: int = 2) -> dict:
+                  rtl_workers: int = 2) -> "RapidResult":
     """Run, print, write (see the module docstring); returns the result. The model, node and
     trace (workload or trace file) are loaded first, so a bad one fails before any simulation.
     ``timeline_file``: also write one system's run (``timeline_system``) as a
     Chrome-trace/Perfetto JSON file. ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``):
     sampled RTL co-simulation of the NDP tier's attention (``sw/sampling/``)."""
     from ndpdimm.cosim.timeline import open_timeline
+    from ndpdimm.sw.scenarios.base import RunContext
     from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
-    from ndpdimm.sw.scenarios.rapid.scenario import _trace, run_rapid
+    from ndpdimm.sw.scenarios.rapid.scenario import run
+    from ndpdimm.sw.scenarios.rapid.workload import make_trace
     from ndpdimm.sw.scenarios.rapid.workload import save_trace as write_trace
 
     load_serving_model(cfg.model)
     load_node(cfg.node)
-    trace = _trace(cfg, cfg.pattern)
+    trace = make_trace(cfg, cfg.pattern)
     if save_trace is not None:
         log(f"wrote {write_trace(trace, save_trace)} ({len(trace)} requests of {trace.name})")
     if timeline_file is None and timeline_system is not None:
         raise ValueError("--timeline-system needs --timeline")
     timeline = open_timeline(timeline_file)
-    r = run_rapid(cfg, log=log, timeline=timeline, timeline_system=timeline_system,
-                  rtl_samples=rtl_samples, rtl_seed=rtl_seed, rtl_workers=rtl_workers)
+    ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
+                     rtl_workers=rtl_workers)
+    r = run(cfg, ctx, timeline_system=timeline_system)
     log(format_report(r))
-    if "rtl_samples" in r:
+    if r.rtl_samples is not None:
         from ndpdimm.sw.sampling.replay import format_rtl_check
-        log(format_rtl_check(r["rtl_samples"]))
+        log(format_rtl_check(r.rtl_samples))
     write_results(r, out_dir, write_report, log, timeline, timeline_file)
     return r

@@ -1,6 +1,6 @@
 """RAPID's ``--timeline``: one simulated serving run as a Chrome-trace/Perfetto timeline.
 
-:func:`lay_run` turns what a :class:`~ndpdimm.sw.scenarios.rapid.simulator.ServingSim` run
+:func:`lay_run` turns what a :class:`~ndpdimm.sw.scenarios.rapid.simulate.ServingSim` run
 with ``record=True`` scheduled into tracks of a :class:`~ndpdimm.cosim.timeline.Timeline`
 (process ``RAPID <system>``):
 

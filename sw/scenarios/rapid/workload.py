@@ -92,7 +92,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["WorkloadError", "WorkloadSpec", "Trace", "WORKLOAD_DIR", "PATTERNS", "DISTRIBUTIONS",
+__all__ = ["make_trace", "WorkloadError", "WorkloadSpec", "Trace", "WORKLOAD_DIR", "PATTERNS", "DISTRIBUTIONS",
            "TRACE_HEADER", "list_workloads", "load_workload", "generate_trace", "save_trace",
            "load_trace"]
 
@@ -511,3 +511,13 @@ def load_trace(path, max_tokens: int | None = None) -> Trace:
         raise WorkloadError(f"{path}: a token count does not fit in 64 bits") from None
     except WorkloadError as err:
         raise WorkloadError(f"{path}: {err}") from None
+
+
+def make_trace(cfg, pattern: str) -> "Trace":
+    """The run's trace (``cfg`` a :class:`~ndpdimm.sw.scenarios.rapid.config.RapidConfig`): its
+    recorded file, or the workload generated with ``pattern`` over ``cfg.duration_s``."""
+    if cfg.trace is not None:
+        return load_trace(cfg.trace)
+    spec = load_workload(cfg.workload)
+    return generate_trace(spec, cfg.duration_s, pattern=pattern, seed=cfg.seed,
+                          rate_scale=cfg.rate_scale)

@@ -13,6 +13,7 @@ import pytest
 from ndpdimm.sw import cli
 from ndpdimm.sw.cli import main
 from ndpdimm.sw.scenarios.rapid.report import format_report, write_report
+from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
 from ndpdimm.sw.scenarios.rapid.workload import generate_trace, load_trace, load_workload
 
 SYSTEMS_ALL = ("coalesced", "static-4p4d", "static-4p750-4d450", "dynamic-power", "dynamic",
@@ -69,7 +70,7 @@ def test_cli_runs_end_to_end_and_writes_the_results(cli_run):
 
 def test_format_report_names_every_system_and_the_slos(cli_run):
     r = cli_run[2]
-    text = format_report(r)
+    text = format_report(RapidResult.from_dict(r))
     rows = {line.split()[0]: line for line in text.splitlines() if line.split()
             and line.split()[0] in SYSTEMS_ALL}
     assert set(rows) == set(SYSTEMS_ALL)
@@ -88,7 +89,7 @@ def test_format_report_names_every_system_and_the_slos(cli_run):
 
 def test_write_report_writes_json_and_plots(cli_run, tmp_path):
     r = cli_run[2]
-    files = write_report(r, tmp_path / "again", name="run")
+    files = write_report(RapidResult.from_dict(r), tmp_path / "again", name="run")
     assert [f.name for f in files] == ["run.json", "run_power_roles.png", "run_queues.png",
                                        "run_latency_cdf.png"]
     for f in files[1:]:
@@ -136,7 +137,7 @@ def test_saved_trace_replays_the_same_requests(tmp_path, capsys):
     assert replay["trace"]["requests"] == first["trace"]["requests"] == len(trace)
     assert replay["trace"]["name"] == first["trace"]["name"] == "mixed-steady"
     assert [s["requests"] for s in replay["systems"]] == [len(trace)] * 3
-    assert "TTFT 300 ms (given)" in format_report(replay)
+    assert "TTFT 300 ms (given)" in format_report(RapidResult.from_dict(replay))
 
 
 def test_tiny_bench_writes_its_json(tmp_path):

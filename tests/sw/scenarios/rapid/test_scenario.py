@@ -12,14 +12,22 @@ import math
 import numpy as np
 import pytest
 
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.controller import Controller
-from ndpdimm.sw.scenarios.rapid.perf import NdpAttention, ServingPerf
+from ndpdimm.sw.scenarios.rapid.costs import NdpAttention, ServingPerf
 from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError, PowerLedger
-from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, _layout, run_rapid, systems_for
-from ndpdimm.sw.scenarios.rapid.simulator import ServingSim
+from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, run, systems_for
+from ndpdimm.sw.scenarios.rapid.simulate import ServingSim
+from ndpdimm.sw.scenarios.rapid.simulate import layout as _layout
 from ndpdimm.sw.scenarios.rapid.workload import Trace, generate_trace, load_workload
+
+
+def run_rapid(cfg, log=None, timeline=None, timeline_system=None, **rtl):
+    """The scenario's run as the JSON it writes (``rtl``: the RTL-sampling request)."""
+    ctx = RunContext(log=log, timeline=timeline, **rtl)
+    return run(cfg, ctx, timeline_system=timeline_system).as_dict()
 
 NODE = load_node()
 MODEL = load_serving_model()

@@ -42,12 +42,15 @@ bandwidth with the core busy), so the cap holds whatever the DIMMs do.
 
 import dataclasses
 import functools
+import warnings
 
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
+from ndpdimm.sw.kernels.attention import ndp_attention_cost
+from ndpdimm.sw.scenarios.base import cost_dimm
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.rapid.catalog import ServingNode
 
-__all__ = ["ServingPerf", "NdpAttention"]
+__all__ = ["ServingPerf", "NdpAttention", "measure_ndp_attention"]
 
 _ELEM = 2   # BF16/FP16 bytes
 
@@ -166,3 +169,20 @@ class ServingPerf:
         macs = kv / _ELEM * (m.heads // m.kv_heads)
         busy = t.dimms / decode_gpus * (self.dimm_busy_core_w - self.dimm_idle_core_w) * seconds
         return kv * 8 * self.dimm_pj_per_bit * 1e-12 + macs * self.mac_pj * 1e-12 + busy
+
+
+def measure_ndp_attention(cfg, model, log=None) -> NdpAttention:
+    """The attention line through the driver API on ``cfg.backend`` of ``cfg``'s core (a
+    :class:`~ndpdimm.sw.scenarios.rapid.config.RapidConfig`): one sequence, one K/V head, one
+    layer, at context lengths 128 and 512 on the model (32 and 96 on the RTL)."""
+    core = cfg.core()
+    contexts = (128, 512) if cfg.backend == "model" else (32, 96)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with cost_dimm(cfg.backend, core) as dimm:
+            line = ndp_attention_cost(model.head_dim, model.heads // model.kv_heads, dimm,
+                                          samples=contexts)
+    if log:
+        for w in {str(w.message) for w in caught}:
+            log(f"[rapid] note: {w}")
+    return NdpAttention(line.fixed, line.slope, cfg.backend, cfg.core_units, line.samples)
