@@ -1,6 +1,7 @@
 """The host runtime: the driver API, real-layer runs, the scenarios, sweeps and the ``ndpdimm`` CLI.
 
-``driver/`` (the host driver over either backend), ``layer/`` (one real transformer
+``driver/`` (the host driver over either backend), ``kernels/`` (the NDP kernels the
+scenarios run: shapes, descriptor streams, cost lines), ``layer/`` (one real transformer
 layer through the driver or the engine RTL), ``scenarios/`` (Hermes, TriMoE, RAPID and
 their shared catalogue), ``sampling/`` (sampled RTL co-simulation of a scenario run), ``reproduce/`` (``ndpdimm reproduce``:
 the papers' set-ups, our figures beside the published ones), ``sweep/`` (design-space sweeps and the sharded regression on

@@ -10,7 +10,7 @@ computes only the neurons the predictor selects; a skipped activated neuron is c
 paper's model does. The headline is therefore reported at a predictor *operating point* whose
 recall on the activated cold neurons (those on the DIMMs) is at least ``recall_floor`` (0.9):
 the predictor's scores are kept (:meth:`Workload.at_threshold`), its accuracy at every threshold
-of the grid is measured on the Hermes placement (``run_hermes(recall_thresholds=...)``), and
+of the grid is measured on the Hermes placement (``run(recall_thresholds=...)``), and
 :func:`choose_operating_point` takes the highest threshold (the most sparsity) that meets the
 floor, separately for each batch. Where no threshold of the grid meets it, the run says so in
 its notes and the headline figure has no value (no number is printed for it).
@@ -39,10 +39,11 @@ import numpy as np
 
 from ndpdimm.sw.reproduce.core import Figure, Reproduction, ReproductionError, one_at_a_time
 from ndpdimm.sw.reproduce.params import load_params, values
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, operating_points, run
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
 __all__ = ["reproduce", "choose_operating_point", "top_share", "PUBLISHED", "BASELINES"]
@@ -112,7 +113,7 @@ _TORNADO_REDUCED = {_B1: ["recall_floor", "gpu_memory_efficiency"], _SPEEDUP: ["
 
 
 def choose_operating_point(points: list[dict], floor: float) -> dict | None:
-    """The operating point (``{"threshold", "recall", ...}`` of ``run_hermes``'s
+    """The operating point (``{"threshold", "recall", ...}`` of ``scenario.run``'s
     ``predictor.operating_points``) with the highest threshold - the fewest neurons computed -
     whose cold recall is at least ``floor``; None when no point meets it."""
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 < floor <= 1.0:
@@ -178,25 +179,33 @@ class _Runner:
                 self._costs[key] = measure_costs(cfg, self.model, self.hardware(v))
         return self._costs[key]
 
-    def run(self, v: dict, batch: int, threshold: float | None, thresholds=(),
-            decode: bool = True) -> dict:
-        """One run at ``threshold`` (None: the predictor's configured point); ``decode=False``:
-        the predictor's accuracy at ``thresholds`` only (placement, no decoding)."""
+    def run(self, v: dict, batch: int, threshold: float | None) -> HermesResult:
+        """One run at ``threshold`` (None: the predictor's configured point)."""
         cfg = self.config(v, batch)
         wl = self.workload(cfg)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            r = run_hermes(cfg, workload=wl if threshold is None else wl.at_threshold(threshold),
-                           costs=self.costs(cfg, v), log=lambda _: None, ablations=False,
-                           recall_thresholds=thresholds, decode=decode)
-        self.runs += decode
+            r = run(cfg, RunContext(log=None), ablations=False, costs=self.costs(cfg, v),
+                    workload=wl if threshold is None else wl.at_threshold(threshold))
+        self.runs += 1
         self.run_seconds += time.perf_counter() - t0
         return r
 
+    def operating_points(self, v: dict, batch: int, thresholds) -> list:
+        """The predictor's accuracy at ``thresholds`` on the placement (no decoding)."""
+        cfg = self.config(v, batch)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            acc = operating_points(cfg, thresholds, workload=self.workload(cfg),
+                                   costs=self.costs(cfg, v))
+        self.run_seconds += time.perf_counter() - t0
+        return acc["predictor"]["operating_points"]
 
-def _tokens(r: dict) -> dict:
-    return {k: s["tokens_per_s"] for k, s in r["systems"].items()}
+
+def _tokens(r: HermesResult) -> dict:
+    return {k: s.tokens_per_s for k, s in r.systems.items()}
 
 
 def _variant(v: dict) -> tuple:
@@ -211,8 +220,7 @@ def _at_floor(runner: _Runner, v: dict, batch: int, grid: list, cache: dict) -> 
     ``{"point": None, "best": ...}`` when no point meets the floor."""
     key = (batch, _variant(v))
     if key not in cache:
-        acc = runner.run(v, batch, None, thresholds=grid, decode=False)
-        cache[key] = (acc["predictor"]["operating_points"], {})
+        cache[key] = (runner.operating_points(v, batch, grid), {})
     pts, done = cache[key]
     op = choose_operating_point(pts, float(v["recall_floor"]))
     if op is None:
@@ -262,11 +270,11 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
                      f"{best['threshold']:g}); no headline is reported for it")
 
     def speedups(pb, system):
-        return {b: pb[b]["result"]["systems"]["hermes"]["tokens_per_s"]
-                / pb[b]["result"]["systems"][system]["tokens_per_s"] for b in batches}
+        return {b: pb[b]["result"].systems["hermes"].tokens_per_s
+                / pb[b]["result"].systems[system].tokens_per_s for b in batches}
 
     # ---- figures ---------------------------------------------------------------------------
-    b1_tokens = None if 1 in unmet else per_batch[1]["result"]["systems"]["hermes"]["tokens_per_s"]
+    b1_tokens = None if 1 in unmet else per_batch[1]["result"].systems["hermes"].tokens_per_s
     sp_dejavu = None if unmet else speedups(per_batch, "dejavu")
     sp_host = None if unmet else speedups(per_batch, "powerinfer")
     hot20 = top_share(runner.workload(runner.config(v, 1)).run.active)
@@ -285,7 +293,7 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
         return pb
 
     def headline_b1(o: dict) -> float:
-        return at_floor(o, [1])[1]["result"]["systems"]["hermes"]["tokens_per_s"]
+        return at_floor(o, [1])[1]["result"].systems["hermes"].tokens_per_s
 
     def headline_speedup(o: dict) -> float:
         return float(np.mean(list(speedups(at_floor(o, batches), "dejavu").values())))
@@ -312,14 +320,14 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
                                          ("Hermes-base (no sparsity)", "ndp_dense"))},
             "marks": {f"recall floor {floor}": {"x": floor},
                       **({"operating point": {"x": op1["recall"],
-                                              "y": per_batch[1]["result"]["systems"]["hermes"]["tokens_per_s"]}}
+                                              "y": per_batch[1]["result"].systems["hermes"].tokens_per_s}}
                          if op1 else {}),
                       **({"published 13.75 tokens/s": {"y": 13.75}} if not reduced else {})},
         },
         "tokens_per_s_vs_batch": {
             "title": f"{runner.model_name}: tokens/s at each batch's operating point",
             "x_label": "batch", "y_label": "tokens/s", "log_x": True,
-            "series": {name: [[b, per_batch[b]["result"]["systems"][sys]["tokens_per_s"]]
+            "series": {name: [[b, per_batch[b]["result"].systems[sys].tokens_per_s]
                               for b in batches if per_batch[b]["point"] is not None]
                        for name, sys in BASELINES.items() if sys},
             "marks": {},
@@ -379,20 +387,20 @@ def _figures(v, runner, per_batch, b1_tokens, sp_dejavu, sp_host, hot20, floor, 
     if b1_tokens is None:
         fig(_B1, None, why_floor)
     else:
-        s = r1["result"]["systems"]["hermes"]
-        bd = s["breakdown_ms_per_step"]
+        s = r1["result"].systems["hermes"]
+        bd = s.breakdown_ms_per_step
         top = max(bd, key=bd.get)
         op = r1["point"]
         fig(_B1, b1_tokens,
             f"{'higher' if b1_tokens > 13.75 else 'lower'}: at cold recall {op['recall']:.2f} "
             f"(threshold {op['threshold']:g}) the predictor selects {op['predicted_share']:.0%} of "
-            f"the neurons; the step ({s['ms_per_step']:.1f} ms) is set by {top} "
+            f"the neurons; the step ({s.ms_per_step:.1f} ms) is set by {top} "
             f"({bd[top]:.1f} ms): the output projections stay on the GPU "
             f"({runner.model.layers * runner.model.hidden ** 2 * 2 / 1e9:.1f} GB, a modelling "
             "choice of the scenario), GPU times from its roofline, NDP kernels from the calibrated "
             f"model of the {int(v['units'])}-unit core; the paper's DIMM count, lengths and ReLU "
             f"variant are not in the stored pages ({int(v['dimms'])} DIMMs, "
-            f"{r1['result']['config']['prompt']}/{r1['result']['config']['tokens']} tokens, "
+            f"{r1['result'].config.prompt}/{r1['result'].config.tokens} tokens, "
             "ProSparse sparsity used)")
     if sp_dejavu is None:
         fig(_SPEEDUP, None, why_floor)
@@ -400,22 +408,22 @@ def _figures(v, runner, per_batch, b1_tokens, sp_dejavu, sp_host, hot20, floor, 
         mean = float(np.mean(list(sp_dejavu.values())))
         per = ", ".join(f"b{b} {x:.1f}x" for b, x in sp_dejavu.items())
         first, last = min(sp_dejavu), max(sp_dejavu)
-        sys_f = per_batch[first]["result"]["systems"]
-        sys_l = per_batch[last]["result"]["systems"]
+        sys_f = _tokens(per_batch[first]["result"])
+        sys_l = _tokens(per_batch[last]["result"])
         fig(_SPEEDUP, mean,
             f"per batch {per}. Two modelling choices set it: (1) a batch activates the union of "
             f"its sequences' neurons, so at iso-accuracy Hermes computes "
             f"{per_batch[first]['point']['predicted_share']:.0%} of the neurons at batch {first} "
             f"and {per_batch[last]['point']['predicted_share']:.0%} at batch {last}, and its "
-            f"tokens/s only grows from {sys_f['hermes']['tokens_per_s']:.1f} to "
-            f"{sys_l['hermes']['tokens_per_s']:.1f} (DIMMs saturated); (2) our Deja Vu-like "
+            f"tokens/s only grows from {sys_f['hermes']:.1f} to "
+            f"{sys_l['hermes']:.1f} (DIMMs saturated); (2) our Deja Vu-like "
             "baseline keeps the most frequent neurons resident and streams only the "
             "predicted-active others (and the attention weights) over PCIe once per step for the "
-            f"whole batch, so it grows from {sys_f['dejavu']['tokens_per_s']:.2f} to "
-            f"{sys_l['dejavu']['tokens_per_s']:.2f} tokens/s. The paper's 75x implies a Deja Vu "
+            f"whole batch, so it grows from {sys_f['dejavu']:.2f} to "
+            f"{sys_l['dejavu']:.2f} tokens/s. The paper's 75x implies a Deja Vu "
             f"near {13.75 / 75.24:.2f} tokens/s at batch 1, dense-offloading speed (our FlexGen-like: "
-            f"{sys_f['flexgen']['tokens_per_s']:.2f}, Accelerate-like: "
-            f"{sys_f['accelerate']['tokens_per_s']:.2f}); its Deja Vu set-up is not in the stored "
+            f"{sys_f['flexgen']:.2f}, Accelerate-like: "
+            f"{sys_f['accelerate']:.2f}); its Deja Vu set-up is not in the stored "
             "pages, and its average covers all its models (ours LLaMA2-70B only). PCIe bandwidth "
             "across its sourced range: see the tornado")
     if sp_host is None:

@@ -14,6 +14,7 @@ import time
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.sampling.record import KernelLog
+from ndpdimm.sw.scenarios.base import RunContext
 
 __all__ = ["scenario_logs"]
 
@@ -21,16 +22,16 @@ __all__ = ["scenario_logs"]
 def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
     """``{"hermes": log, "trimoe": log}``: the kernels of one default run of each scenario on the
     model backend of ``core`` (Hermes batch 1; TriMoE with ``core``'s units)."""
-    from ndpdimm.sw.scenarios.base import RunContext
     from ndpdimm.sw.scenarios.hermes.config import HermesConfig
-    from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+    from ndpdimm.sw.scenarios.hermes.scenario import run as run_hermes
     from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig
     from ndpdimm.sw.scenarios.trimoe.scenario import run as run_trimoe
     quiet = lambda *a, **k: None
     logs = {"hermes": KernelLog(), "trimoe": KernelLog()}
     t0 = time.perf_counter()
-    run_hermes(dataclasses.replace(HermesConfig(), units=core.n_units), core=core, log=quiet,
-               kernels=logs["hermes"], ablations=False)      # the Hermes system's kernels only
+    run_hermes(dataclasses.replace(HermesConfig(), units=core.n_units),
+               RunContext(log=quiet, kernels=logs["hermes"]), core=core,
+               ablations=False)                              # the Hermes system's kernels only
     log(f"[streams] Hermes run logged {logs['hermes'].invocations():,} kernel invocations "
         f"({time.perf_counter() - t0:.0f} s)")
     t0 = time.perf_counter()

@@ -47,16 +47,15 @@ class Job:
 
 
 def _hermes(p):
+    from ndpdimm.sw.scenarios.base import RunContext
     from ndpdimm.sw.scenarios.hermes.config import HermesConfig
-    from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
-    r = run_hermes(HermesConfig(**p), log=lambda *a, **k: None)
-    row = {"hot_share": r["placement"]["hot_share"],
-           "ilp_seconds": r["placement"]["solve_seconds"]}
-    for name, s in r["systems"].items():
-        row[f"{name}_tokens_per_s"] = s["tokens_per_s"]
-        row[f"{name}_ms_per_step"] = s["ms_per_step"]
-        if "tokens_per_j" in s:
-            row[f"{name}_tokens_per_j"] = s["tokens_per_j"]
+    from ndpdimm.sw.scenarios.hermes.scenario import run
+    r = run(HermesConfig(**p), RunContext(log=None))
+    row = {"hot_share": r.placement["hot_share"], "ilp_seconds": r.placement["solve_seconds"]}
+    for name, s in r.systems.items():
+        row[f"{name}_tokens_per_s"] = s.tokens_per_s
+        row[f"{name}_ms_per_step"] = s.ms_per_step
+        row[f"{name}_tokens_per_j"] = s.tokens_per_joule
     return row
 
 

@@ -1,6 +1,6 @@
 """Hermes benchmark: tokens/s of every system for every model, and what the scenario costs to run.
 
-``ndpdimm bench --suite hermes`` runs :func:`~ndpdimm.sw.scenarios.hermes.scenario.run_hermes` with
+``ndpdimm bench --suite hermes`` runs :func:`~ndpdimm.sw.scenarios.hermes.scenario.run` with
 the default configuration (8 NDP-DIMMs of 256 units on the calibrated model
 backend, the RTX 4090 system, batch 1 and 16, prompt 512, 64 decode steps)
 for each model of the catalogue and writes ``bench/results/hermes.json``:
@@ -21,9 +21,10 @@ import platform
 import time
 
 from ndpdimm.sw.result_files import write_json
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import list_models
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import run
 
 __all__ = ["run_hermes_bench"]
 
@@ -38,34 +39,34 @@ def run_hermes_bench(out="bench/results/hermes.json", models=None, batches=(1, 1
             log(f"[bench hermes] {name}, batch {batch} ({i + 1}/{len(models)})")
             cfg = HermesConfig(model=name, batch=batch)
             try:
-                r = run_hermes(cfg, log=lambda *a: None)
+                r = run(cfg, RunContext(log=None))
             except ValueError as e:          # a configuration that cannot be built: say so, go on
                 log(f"    failed: {e}")
                 runs.append({"model": name, "batch": batch, "error": str(e)})
                 continue
-            every = {**r["systems"], **r["ablations"]}
-            h = r["systems"]["hermes"]
+            every = {**r.systems, **r.ablations}
+            h = r.systems["hermes"]
             runs.append({
                 "model": name, "batch": batch,
-                "tokens_per_s": {k: every[k]["tokens_per_s"] for k in SYSTEMS + ABLATIONS},
-                "tokens_per_joule": {k: r["systems"][k]["tokens_per_joule"] for k in SYSTEMS},
-                "hermes": {"ndp_utilisation": h["ndp_utilisation"],
-                           "pcie_time_share": h["pcie_time_share"],
-                           "hot_hit_rate": h["hot_hit_rate"], "imbalance": h["imbalance"]},
-                "speedup_vs": {k: h["tokens_per_s"] / every[k]["tokens_per_s"]
+                "tokens_per_s": {k: every[k].tokens_per_s for k in SYSTEMS + ABLATIONS},
+                "tokens_per_joule": {k: r.systems[k].tokens_per_joule for k in SYSTEMS},
+                "hermes": {"ndp_utilisation": h.ndp_utilisation,
+                           "pcie_time_share": h.pcie_time_share,
+                           "hot_hit_rate": h.hot_hit_rate, "imbalance": h.imbalance},
+                "speedup_vs": {k: h.tokens_per_s / every[k].tokens_per_s
                                for k in ("accelerate", "flexgen", "dejavu", "powerinfer", "ndp_dense")},
-                "predictor": {k: r["predictor"][k] for k in ("precision", "recall",
-                                                             "memory_kb_per_layer")},
-                "placement": {k: r["placement"][k] for k in ("hot_share", "qkv_gpu_share",
-                                                             "gpu_budget_gb", "ilp_objective_ms",
-                                                             "objective_ms")},
+                "predictor": {k: r.predictor[k] for k in ("precision", "recall",
+                                                          "memory_kb_per_layer")},
+                "placement": {k: r.placement[k] for k in ("hot_share", "qkv_gpu_share",
+                                                          "gpu_budget_gb", "ilp_objective_ms",
+                                                          "objective_ms")},
             })
-            timing.append({"model": name, "batch": batch, "wall_seconds": r["wall_seconds"],
-                           "ilp_solve_seconds": r["placement"]["solve_seconds"],
-                           "ilp_variables": r["placement"]["variables"],
-                           "predictor_fit_seconds": r["predictor"]["fit_seconds"]})
-            log(f"    hermes {h['tokens_per_s']:.2f} tok/s, "
-                f"{r['wall_seconds']:.1f} s wall, ILP {r['placement']['solve_seconds']:.2f} s")
+            timing.append({"model": name, "batch": batch, "wall_seconds": r.wall_seconds,
+                           "ilp_solve_seconds": r.placement["solve_seconds"],
+                           "ilp_variables": r.placement["variables"],
+                           "predictor_fit_seconds": r.predictor["fit_seconds"]})
+            log(f"    hermes {h.tokens_per_s:.2f} tok/s, "
+                f"{r.wall_seconds:.1f} s wall, ILP {r.placement['solve_seconds']:.2f} s")
     result = {
         "what": "Hermes scenario, default configuration per model and batch (sw/scenarios/hermes/bench.py)",
         "command": "ndpdimm bench --suite hermes",

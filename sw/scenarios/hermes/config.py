@@ -14,7 +14,7 @@ Trace parameters: see ``sw/scenarios/hermes/traces.py``; the run:
 
 import dataclasses
 
-from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.sw.scenarios.base import CoreChoice
 
 __all__ = ["HermesConfig", "SYSTEMS", "ABLATIONS", "ELEM", "MERGE_CHUNK"]
 
@@ -25,15 +25,14 @@ ELEM = 2                                   # FP16 weights and activations
 
 
 @dataclasses.dataclass(frozen=True)
-class HermesConfig:
-    """One Hermes run. Trace parameters: see ``sw/scenarios/hermes/traces.py``."""
+class HermesConfig(CoreChoice):
+    """One Hermes run: the NDP core (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: ``backend``,
+    ``units``, ``act_lanes``, 256 / 256 by default) and the fields below. Trace parameters: see
+    ``sw/scenarios/hermes/traces.py``."""
     model: str = "llama2-70b"
     hardware: str = "hermes"
     batch: int = 1
     dimms: int | None = None               # None: the hardware file's
-    units: int = 256                       # GEMV multiplier units per NDP core
-    act_lanes: int = 256
-    backend: str = "model"
     prompt: int = 512                      # prompt tokens (prefill) = initial context
     tokens: int = 64                       # decode steps simulated
     profile_tokens: int = 64
@@ -58,8 +57,8 @@ class HermesConfig:
     seed: int = 0
 
     def __post_init__(self):
-        ints = {"batch": (1, 16), "units": (1, 4096), "act_lanes": (1, 4096),
-                "prompt": (1, 1 << 20), "tokens": (1, 1 << 16), "profile_tokens": (2, 1 << 16),
+        super().__post_init__()
+        ints = {"batch": (1, 16), "prompt": (1, 1 << 20), "tokens": (1, 1 << 16), "profile_tokens": (2, 1 << 16),
                 "sample_layers": (1, 4096), "predictor_window": (1, 1024),
                 "adjust_window": (1, 1 << 16), "adjust_swaps": (0, 1 << 20),
                 "remap_window": (1, 1 << 16), "remap_swaps": (1, 1 << 20), "group": (1, 1 << 20),
@@ -71,8 +70,6 @@ class HermesConfig:
         if self.dimms is not None and (isinstance(self.dimms, bool) or not isinstance(self.dimms, int)
                                        or not 1 <= self.dimms <= 64):
             raise ValueError(f"dimms must be an int in [1, 64] or None, got {self.dimms!r}")
-        if self.backend not in ("model", "rtl"):
-            raise ValueError(f"backend must be 'model' or 'rtl', got {self.backend!r}")
         if self.cold_dtype not in ("fp16", "int8"):
             raise ValueError(f"cold_dtype must be 'fp16' or 'int8', got {self.cold_dtype!r}")
         if self.solver not in ("highs", "cbc"):
@@ -89,6 +86,3 @@ class HermesConfig:
         if self.hot_share is not None and (isinstance(self.hot_share, bool) or not isinstance(
                 self.hot_share, (int, float)) or not 0 <= self.hot_share <= 1):
             raise ValueError(f"hot_share must be in [0, 1] or None, got {self.hot_share!r}")
-
-    def core(self) -> CoreConfig:
-        return CoreConfig(n_units=self.units, act_lanes=self.act_lanes)

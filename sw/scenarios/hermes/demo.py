@@ -9,7 +9,7 @@
    the RTL, every kernel checked bit for bit against the golden model and the
    step's output against a float64 torch forward pass. Prints the kernel
    table with the RTL's cycles; ``hermes_decode_rtl.json``.
-2. **Full-size model on the calibrated model.** :func:`~ndpdimm.sw.scenarios.hermes.scenario.run_hermes`
+2. **Full-size model on the calibrated model.** :func:`~ndpdimm.sw.scenarios.hermes.scenario.run`
    on the default configuration (LLaMA2-70B, batch 1, RTX 4090 + 8 NDP-DIMMs of
    256 units): every system of the comparison and the ablations, the predictor,
    the placement ILP and the imbalance; ``hermes.json`` and plots.
@@ -60,6 +60,6 @@ def run_hermes_demo(out_dir="build/demo", model="llama2-70b", batch=1, log=print
             f"the 16-unit RTL ==")
         small = dataclasses.replace(cfg, units=16, act_lanes=16, tokens=8)
         r = hermes_command(small, out_dir=out / "rtl_samples", log=log, rtl_samples=rtl_samples)
-        ok = ok and r["rtl_samples"]["bit_exact"]
+        ok = ok and r.rtl_samples["bit_exact"]
     log(f"demo done in {time.monotonic() - t0:.0f} s")
     return 0 if ok else 1

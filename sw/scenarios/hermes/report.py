@@ -1,6 +1,6 @@
 """``ndpdimm hermes``: run the Hermes scenario, print its tables, write JSON and plots; sweeps.
 
-:func:`hermes_command` runs :func:`~ndpdimm.sw.scenarios.hermes.scenario.run_hermes` once (or once per
+:func:`hermes_command` runs :func:`~ndpdimm.sw.scenarios.hermes.scenario.run` once (or once per
 point of a sweep over batch, DIMM count, multiplier units or hot-neuron
 share), prints per system tokens/s, time per decode step and its breakdown,
 TTFT, energy (tokens per joule), price and the three health figures (NDP
@@ -23,10 +23,11 @@ from pathlib import Path
 from ndpdimm.cosim.timeline import open_timeline
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sampling.replay import format_rtl_check
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, run
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
 __all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
@@ -46,29 +47,29 @@ def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
-def format_report(r: dict) -> str:
+def format_report(r: HermesResult) -> str:
     """The run's tables as text."""
-    c = r["config"]
-    lines = [f"Hermes: {r['model']['name']} on {r['hardware']} (batch {c['batch']}, {r['dimms']} "
-             f"NDP-DIMMs of {c['units']} units, prompt {c['prompt']}, {c['tokens']} decode steps)",
-             f"NDP cycles: {r['provenance']['ndp']}; GPU: {r['provenance']['gpu']}", ""]
-    comps = sorted({k for s in list(r["systems"].values()) + list(r["ablations"].values())
-                    for k in s["breakdown_ms_per_step"]})
+    c = r.config
+    lines = [f"Hermes: {r.model.name} on {r.hardware} (batch {c.batch}, {r.dimms} "
+             f"NDP-DIMMs of {c.units} units, prompt {c.prompt}, {c.tokens} decode steps)",
+             f"NDP cycles: {r.provenance['ndp']}; GPU: {r.provenance['gpu']}", ""]
+    comps = sorted({k for s in list(r.systems.values()) + list(r.ablations.values())
+                    for k in s.breakdown_ms_per_step})
     head = f"{'system':38s} {'tok/s':>8s} {'ms/step':>8s} " + \
         " ".join(f"{k[:9]:>9s}" for k in comps) + \
         f" {'TTFT s':>7s} {'tok/J':>7s} {'price $':>8s} {'NDP%':>5s} {'PCIe%':>6s} {'hit%':>5s}"
-    for title, group in (("systems", r["systems"]), ("ablations", r["ablations"])):
+    for title, group in (("systems", r.systems), ("ablations", r.ablations)):
         lines += [f"-- {title} " + "-" * (len(head) - 4 - len(title)), head]
         for name, s in group.items():
-            b = s["breakdown_ms_per_step"]
+            b = s.breakdown_ms_per_step
             lines.append(
-                f"{_LABEL.get(name, name)[:38]:38s} {s['tokens_per_s']:8.2f} {s['ms_per_step']:8.2f} "
+                f"{_LABEL.get(name, name)[:38]:38s} {s.tokens_per_s:8.2f} {s.ms_per_step:8.2f} "
                 + " ".join(f"{b.get(k, 0.0):9.2f}" for k in comps)
-                + f" {s['ttft_s']:7.2f} {s['tokens_per_joule']:7.3f} {s['price_usd']['total']:8.0f}"
-                + f" {_fmt(s['ndp_utilisation'] and 100 * s['ndp_utilisation'], '5.1f')}"
-                + f" {100 * s['pcie_time_share']:6.1f} {_fmt(s['hot_hit_rate'] and 100 * s['hot_hit_rate'], '5.1f')}")
+                + f" {s.ttft_s:7.2f} {s.tokens_per_joule:7.3f} {s.price_usd['total']:8.0f}"
+                + f" {_fmt(s.ndp_utilisation and 100 * s.ndp_utilisation, '5.1f')}"
+                + f" {100 * s.pcie_time_share:6.1f} {_fmt(s.hot_hit_rate and 100 * s.hot_hit_rate, '5.1f')}")
         lines.append("")
-    p, pl, im = r["predictor"], r["placement"], r["imbalance"]
+    p, pl, im = r.predictor, r.placement, r.imbalance
     lines += [
         f"predictor (cold neurons): precision {_fmt(p['precision'], '.3f')}, recall "
         f"{_fmt(p['recall'], '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
@@ -80,39 +81,39 @@ def format_report(r: dict) -> str:
         f"QKV on the GPU {100 * pl['qkv_gpu_share']:.0f} %, GPU budget {pl['gpu_budget_gb']:.1f} GB",
         f"DIMM imbalance (max/mean of activated cold neurons per step): {im['static']:.3f} "
         f"without remapping, {im['remapped']:.3f} with ({im['remap_migrations']} neurons moved)",
-        f"wall time {r['wall_seconds']:.1f} s"]
-    if "cold_int8" in r:
-        q = r["cold_int8"]
+        f"wall time {r.wall_seconds:.1f} s"]
+    if r.cold_int8 is not None:
+        q = r.cold_int8
         lines.insert(-1, f"INT8 cold neurons: reduced-model decode error {q['relative_error_int8']:.2e} "
                          f"of the update (FP16: {q['relative_error_fp16']:.2e})")
-    if "rtl_samples" in r:
-        lines.insert(-1, format_rtl_check(r["rtl_samples"]))
+    if r.rtl_samples is not None:
+        lines.insert(-1, format_rtl_check(r.rtl_samples))
     return "\n".join(lines)
 
 
-def _plots(r: dict, out: Path) -> list:
+def _plots(r: HermesResult, out: Path) -> list:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     files = []
-    names = list(r["systems"]) + [a for a in r["ablations"] if a != "hermes"]
-    runs = {**r["systems"], **r["ablations"]}
+    names = list(r.systems) + [a for a in r.ablations if a != "hermes"]
+    runs = {**r.systems, **r.ablations}
     fig, ax = plt.subplots(figsize=(9, 4))
-    ax.bar(range(len(names)), [runs[n]["tokens_per_s"] for n in names],
-           color=["C0"] * len(r["systems"]) + ["C7"] * (len(names) - len(r["systems"])))
+    ax.bar(range(len(names)), [runs[n].tokens_per_s for n in names],
+           color=["C0"] * len(r.systems) + ["C7"] * (len(names) - len(r.systems)))
     ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
                   fontsize=8)
     ax.set_ylabel("tokens/s")
     ax.set_yscale("log")
-    ax.set_title(f"{r['model']['name']}, batch {r['config']['batch']}: decode throughput")
+    ax.set_title(f"{r.model.name}, batch {r.config.batch}: decode throughput")
     files.append(save_figure(fig, out / "hermes_tokens_per_s.png"))
 
-    comps = sorted({k for n in names for k in runs[n]["breakdown_ms_per_step"]})
+    comps = sorted({k for n in names for k in runs[n].breakdown_ms_per_step})
     fig, ax = plt.subplots(figsize=(10, 4))
     bottom = [0.0] * len(names)
     for i, k in enumerate(comps):
-        vals = [runs[n]["breakdown_ms_per_step"].get(k, 0.0) / runs[n]["ms_per_step"] for n in names]
+        vals = [runs[n].breakdown_ms_per_step.get(k, 0.0) / runs[n].ms_per_step for n in names]
         ax.bar(range(len(names)), vals, bottom=bottom, label=k, color=f"C{i}")
         bottom = [a + b for a, b in zip(bottom, vals)]
     ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
@@ -125,7 +126,7 @@ def _plots(r: dict, out: Path) -> list:
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for name, label in (("random", "random placement"), ("online", "ILP, without remapping"),
                         ("hermes", "ILP, with remapping")):
-        ax.plot(r["ablations"][name]["imbalance_per_token"], label=label)
+        ax.plot(r.ablations[name].imbalance_per_token, label=label)
     ax.set_xlabel("decode step")
     ax.set_ylabel("max / mean DIMM load")
     ax.legend()
@@ -134,14 +135,14 @@ def _plots(r: dict, out: Path) -> list:
     return files
 
 
-def write_report(r: dict, out_dir, name="hermes") -> list:
+def write_report(r: HermesResult, out_dir, name="hermes") -> list:
     """``<name>.json`` and the plots into ``out_dir``; returns the files written."""
     out = Path(out_dir)
-    return [write_json(r, out / f"{name}.json")] + (_plots(r, out) if "systems" in r else [])
+    return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
 def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
-    """``run_hermes`` at each value of ``axis`` (one of :data:`SWEEPS`); tokens/s per system."""
+    """The scenario's ``run`` at each value of ``axis`` (one of :data:`SWEEPS`); tokens/s per system."""
     if axis not in SWEEPS:
         raise ValueError(f"sweep axis must be one of {', '.join(SWEEPS)}, got {axis!r}")
     values = tuple(SWEEPS[axis] if values is None else values)
@@ -159,18 +160,17 @@ def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
         if key not in costs:
             costs[key] = measure_costs(p, model, hw)
         try:
-            r = run_hermes(p, workload=workloads[p.batch], costs=costs[key], log=lambda *a: None)
+            r = run(p, RunContext(log=None), workload=workloads[p.batch], costs=costs[key])
         except ValueError as e:          # the values were checked above: this point cannot be
             log(f"    infeasible: {e}")  # built (e.g. a hot share the GPU cannot hold)
             rows.append({axis: values[i], "infeasible": str(e)})
             continue
+        h = r.systems["hermes"]
         rows.append({axis: values[i],
-                     "tokens_per_s": {k: v["tokens_per_s"] for k, v in
-                                      {**r["systems"], **r["ablations"]}.items()},
-                     "tokens_per_joule": {k: v["tokens_per_joule"] for k, v in r["systems"].items()},
-                     "placed_hot_share": r["placement"]["hot_share"],
-                     "hot_hit_rate": r["systems"]["hermes"]["hot_hit_rate"],
-                     "ndp_utilisation": r["systems"]["hermes"]["ndp_utilisation"]})
+                     "tokens_per_s": {k: v.tokens_per_s for k, v in {**r.systems, **r.ablations}.items()},
+                     "tokens_per_joule": {k: v.tokens_per_joule for k, v in r.systems.items()},
+                     "placed_hot_share": r.placement["hot_share"],
+                     "hot_hit_rate": h.hot_hit_rate, "ndp_utilisation": h.ndp_utilisation})
     return {"axis": axis, "config": dataclasses.asdict(cfg), "points": rows,
             "backend": cfg.backend, "wall_seconds": time.perf_counter() - t0}
 
@@ -212,7 +212,7 @@ def format_sweep(sw: dict) -> str:
 
 def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_values=None,
                    trace_file=None, log=print, timeline_file=None, rtl_samples: int = 0,
-                   rtl_seed: int = 0, rtl_workers: int = 2) -> dict:
+                   rtl_seed: int = 0, rtl_workers: int = 2) -> HermesResult | dict:
     """The ``ndpdimm hermes`` command (see the module docstring); ``timeline_file``: also
     write the Hermes system's decode steps as a Chrome-trace/Perfetto JSON file;
     ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
@@ -228,15 +228,16 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
             raise ValueError("--timeline records one run; it does not combine with --sweep")
         sw = run_sweep(cfg, sweep, sweep_values, log)
         log(format_sweep(sw))
-        files = write_report(sw, out, f"hermes_sweep_{sweep}") + [_sweep_plot(sw, out)]
+        files = [write_json(sw, out / f"hermes_sweep_{sweep}.json"), _sweep_plot(sw, out)]
         log("wrote " + ", ".join(str(f) for f in files))
         return sw
     trace = None
     if trace_file:
         from ndpdimm.sw.scenarios.hermes.traces import load_trace
         trace = load_trace(trace_file)
-    r = run_hermes(cfg, log=log, trace=trace, timeline=timeline, rtl_samples=rtl_samples,
-                   rtl_seed=rtl_seed, rtl_workers=rtl_workers)
+    ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
+                     rtl_workers=rtl_workers)
+    r = run(cfg, ctx, trace=trace)
     log(format_report(r))
     files = write_report(r, out)
     if timeline is not None:

@@ -1,6 +1,6 @@
 """The Hermes scenario: decode of a dense LLM on one consumer GPU plus NDP-DIMMs, with baselines.
 
-One run (:func:`run_hermes`, ``ndpdimm hermes``) takes a model and hardware
+One run (:func:`run`, ``ndpdimm hermes``) takes a model and hardware
 from the catalogue (``sw/configs/``), a batch size and a DIMM configuration
 (:class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig`), and reports
 tokens/s, a time breakdown, energy and price for every system of the
@@ -43,12 +43,10 @@ import time
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.cosim.timeline import Timeline
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.sampling.record import KernelLog
-from ndpdimm.sw.sampling.stats import check_samples_request
-from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
+from ndpdimm.sw.scenarios.base import Result, RunContext
+from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape, load_hardware, load_model
 from ndpdimm.sw.scenarios.energy import (
     EnergyModel,
     PriceCatalog,
@@ -76,7 +74,59 @@ from ndpdimm.sw.scenarios.hermes.simulate import (
 from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace
 from ndpdimm.sw.scenarios.hermes.workload import Workload, make_workload
 
-__all__ = ["run_hermes"]
+__all__ = ["run", "operating_points", "HermesResult", "SystemResult", "HermesConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemResult(Result):
+    """One system's (or ablation's) decode: speed, time breakdown, the operator's health figures,
+    energy and price (``None`` where a figure does not apply to the system)."""
+    tokens_per_s: float
+    ms_per_step: float
+    ttft_s: float
+    breakdown_ms_per_step: dict            # component -> ms per decode step
+    ndp_utilisation: float | None
+    pcie_time_share: float
+    hot_hit_rate: float | None
+    imbalance: float | None                # mean over tokens of max / mean DIMM load
+    imbalance_per_token: list
+    migrations: int
+    energy_j_per_token: dict               # component -> J per token (energy.COMPONENTS, total)
+    tokens_per_joule: float
+    price_usd: dict
+    tokens_per_s_per_kusd: float
+
+
+@dataclasses.dataclass(frozen=True)
+class HermesResult(Result):
+    """One Hermes run: every system of :data:`SYSTEMS`, the ablations run, the predictor's
+    accuracy, the placement, the DIMMs' imbalance and where every number came from;
+    ``cold_int8`` with INT8 cold neurons, ``rtl_samples`` when samples were asked for."""
+    OPTIONAL = ("cold_int8", "rtl_samples")
+    config: HermesConfig
+    model: ModelShape
+    hardware: str
+    dimms: int
+    provenance: dict
+    costs: Costs
+    systems: dict                          # name -> SystemResult, in SYSTEMS order
+    ablations: dict                        # name -> SystemResult
+    predictor: dict
+    placement: dict
+    imbalance: dict
+    migration_log: list
+    cold_int8: dict | None = None
+    ndp_kernels: dict = dataclasses.field(default_factory=dict)
+    rtl_samples: dict | None = None
+    wall_seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HermesResult":
+        """A result back from its JSON (``as_dict()``, e.g. a ``hermes.json`` read back), to
+        report or plot again (``costs`` stays the JSON's dict)."""
+        return cls(**{**d, "config": HermesConfig(**d["config"]), "model": ModelShape(**d["model"]),
+                      "systems": {k: SystemResult(**v) for k, v in d["systems"].items()},
+                      "ablations": {k: SystemResult(**v) for k, v in d["ablations"].items()}})
 
 
 # ---- one run -----------------------------------------------------------------------------------
@@ -178,29 +228,27 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
     }
 
 
-def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None = None,
-               costs: Costs | None = None, log=print, trace: ActivationTrace | None = None,
-               core: CoreConfig | None = None, timeline: Timeline | None = None,
-               rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2,
-               ablations: bool = True, recall_thresholds=(), decode: bool = True,
-               kernels: KernelLog | None = None) -> dict:
-    """Every system of the comparison and the ablations for ``cfg``; a JSON-ready dict.
-    ``workload`` / ``costs``: reuse earlier ones (sweeps); ``trace``: a run trace to replay;
-    ``core``: the NDP core's configuration if not the one ``cfg`` describes; ``timeline``:
-    the Hermes system's decode steps are laid on it (``--timeline``, docs/hermes.md).
-    ``rtl_samples``: replay that many of the Hermes system's NDP kernel invocations on the RTL
-    of the same core (``sw/sampling/``, seed ``rtl_seed``, ``rtl_workers`` Dask workers); the
-    result's ``rtl_samples`` block. ``ablations=False``: skip the ``random``, ``offline`` and
-    ``online`` ablations (the result's ``ablations`` then holds ``hermes`` only and
-    ``imbalance.static`` is None) - three of the five NDP runs, for callers that only compare
-    the systems (``ndpdimm reproduce hermes``). ``recall_thresholds``: score thresholds (in
-    [0, 1], :meth:`Workload.at_threshold`) at which the predictor's accuracy is also reported,
-    on the same placement (``predictor.operating_points``; the systems run at ``workload``'s
-    own predictions). ``decode=False``: stop after the offline placement and return only
-    ``{"predictor": {"operating_points": ...}, "wall_seconds": ...}`` (no system decoded).
-    ``kernels``: the Hermes system's NDP kernel invocations are logged into it (else into a
-    fresh log)."""
-    check_samples_request(rtl_samples, rtl_seed, rtl_workers)
+@dataclasses.dataclass
+class _Offline:
+    """What every system of a run shares, up to the offline placement of the Hermes system."""
+    t_start: float
+    model: ModelShape
+    hw: Hardware
+    dimms: int
+    sh: RunShape
+    workload: Workload
+    costs: Costs
+    thresholds: list
+    gpu_bytes: float
+    kv_end: float
+    freq: np.ndarray
+    ndp_budget: float
+    dimm_room: float
+    part: object                           # partition.Partition of the Hermes system
+
+
+def _offline(cfg: HermesConfig, log, workload, costs, trace, core, recall_thresholds) -> _Offline:
+    """The workload and kernel costs (made here unless given) and the ILP's placement."""
     thresholds = list(recall_thresholds)
     for th in thresholds:
         if isinstance(th, bool) or not isinstance(th, (int, float)) or not 0.0 <= th <= 1.0:
@@ -219,13 +267,9 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
         log(f"[hermes] NDP kernel costs through the driver ({cfg.backend} backend, "
             f"{(core or cfg.core()).n_units} units) ...")
         costs = measure_costs(cfg, model, hw, log, core)
-    energy_cfg = load_energy()
-    energy = EnergyModel(energy_cfg, hw)
-    prices = PriceCatalog(energy_cfg)
     gpu_bytes = hw.gpu.memory_gb * 1e9 - cfg.gpu_reserve_gb * 1e9 - sh.head_bytes
     kv_end = sh.kv_bytes(cfg.prompt + cfg.tokens)
     dimm_cap = hw.ndp.capacity_gb * 2 ** 30
-    results = {}
     freq = _frequency(workload.profile, sh.L)
 
     # NDP systems: output projections stay on the GPU, QKV shared by the ILP, KV cache on the DIMMs
@@ -240,9 +284,54 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                       side_seconds=costs.neuron.per_neuron_seconds, dense_rows=sh.qkv_rows,
                       dense_side_seconds=costs.dense.seconds(sh.qkv_rows) - costs.dense.fixed
                       / NDP_CLOCK_HZ, capacity=dimm_room)
-    if not decode:
-        return {"predictor": {"operating_points": _operating_points(workload, part, thresholds)},
-                "wall_seconds": time.perf_counter() - t_start}
+    return _Offline(t_start, model, hw, dimms, sh, workload, costs, thresholds, gpu_bytes, kv_end,
+                    freq, ndp_budget, dimm_room, part)
+
+
+def operating_points(cfg: HermesConfig, recall_thresholds, log=None, *,
+                     workload: Workload | None = None, costs: Costs | None = None,
+                     trace: ActivationTrace | None = None, core: CoreConfig | None = None) -> dict:
+    """The predictor's accuracy at each score threshold of ``recall_thresholds`` (in [0, 1],
+    :meth:`Workload.at_threshold`) on the cold neurons of the Hermes placement, without decoding
+    any system: ``{"predictor": {"operating_points": [...]}, "wall_seconds": ...}``. Arguments
+    as :func:`run`'s."""
+    o = _offline(cfg, log or _quiet, workload, costs, trace, core, recall_thresholds)
+    return {"predictor": {"operating_points": _operating_points(o.workload, o.part, o.thresholds)},
+            "wall_seconds": time.perf_counter() - o.t_start}
+
+
+def _quiet(*_, **__):
+    pass
+
+
+def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
+        workload: Workload | None = None, costs: Costs | None = None,
+        trace: ActivationTrace | None = None, core: CoreConfig | None = None,
+        ablations: bool = True, recall_thresholds=()) -> HermesResult:
+    """Every system of the comparison and the ablations for ``cfg`` (default
+    :class:`HermesConfig`). ``ctx`` (:class:`~ndpdimm.sw.scenarios.base.RunContext`): the log,
+    the timeline the Hermes system's decode steps are laid on (``--timeline``, docs/hermes.md),
+    the kernel log its NDP kernel invocations go into and the request to replay a sample of them
+    on the RTL of the same core (the result's ``rtl_samples``). ``workload`` / ``costs``: reuse
+    earlier ones (sweeps); ``trace``: a run trace to replay; ``core``: the NDP core's
+    configuration if not the one ``cfg`` describes. ``ablations=False``: skip the ``random``,
+    ``offline`` and ``online`` ablations (the result's ``ablations`` then holds ``hermes`` only
+    and ``imbalance["static"]`` is None) - three of the five NDP runs, for callers that only
+    compare the systems (``ndpdimm reproduce hermes``). ``recall_thresholds``: score thresholds
+    (in [0, 1]) at which the predictor's accuracy is also reported, on the same placement
+    (``predictor["operating_points"]``; the systems run at ``workload``'s own predictions)."""
+    cfg = HermesConfig() if cfg is None else cfg
+    ctx = RunContext() if ctx is None else ctx
+    log, timeline, kernels = ctx.log, ctx.timeline, ctx.kernels
+    o = _offline(cfg, log, workload, costs, trace, core, recall_thresholds)
+    t_start, model, hw, dimms, sh = o.t_start, o.model, o.hw, o.dimms, o.sh
+    workload, costs, thresholds, part = o.workload, o.costs, o.thresholds, o.part
+    gpu_bytes, kv_end, freq, ndp_budget, dimm_room = (o.gpu_bytes, o.kv_end, o.freq, o.ndp_budget,
+                                                      o.dimm_room)
+    energy_cfg = load_energy()
+    energy = EnergyModel(energy_cfg, hw)
+    prices = PriceCatalog(energy_cfg)
+    results = {}
     place = Placement(part.on_gpu, part.dimm, part.dense_gpu_share)
     # the activated cold neurons are drawn from the DIMM's own cold neurons of the layer: where
     # their rows fall sets a gather's spread, so the decode charges the line at that pool (the
@@ -278,7 +367,6 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                                                        part.dense_gpu_share), dimms)
         runs["offline"] = ndp_run(cfg, costs, sh, workload, place, dimms)
         runs["online"] = ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True)
-    kernels = KernelLog() if kernels is None else kernels
     runs["hermes"] = ndp_run(cfg, costs, sh, workload, place, dimms, adjust=True, remap=True,
                               timeline=timeline, kernels=kernels)
     if timeline is not None:
@@ -361,7 +449,7 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                           ndp_busy_s=min(tl.ndp_busy, nd * tl.seconds) if nd else 0.0,
                           link_bytes=tl.link_bytes if nd else 0.0, dimms=nd)
         price = prices.system_price(kind, dimms=dimms)
-        results[name] = _summary(tl, cfg, sh, ttft[name], energy, usage, price, nd)
+        results[name] = SystemResult(**_summary(tl, cfg, sh, ttft[name], energy, usage, price, nd))
     # predictor accuracy over the cold neurons of the Hermes placement (sample layers' own)
     S = workload.run.layers
     cold = ~part.on_gpu[np.arange(S)]
@@ -391,37 +479,31 @@ def run_hermes(cfg: HermesConfig = HermesConfig(), *, workload: Workload | None 
                                        * sh.neuron_bytes + (1 - part.dense_gpu_share).sum()
                                        * sh.qkv_bytes / dimms],
                       "dimm_capacity_gb": dimm_room / 1e9},
-        "imbalance": {"static": results["online"]["imbalance"] if "online" in results else None,
-                      "remapped": results["hermes"]["imbalance"],
+        "imbalance": {"static": results["online"].imbalance if "online" in results else None,
+                      "remapped": results["hermes"].imbalance,
                       "remap_migrations": sum(1 for e in runs["hermes"].migration_log
                                               if e[1] == "dimm->dimm"),
                       "gpu_dimm_migrations": sum(1 for e in runs["hermes"].migration_log
                                                  if e[1] == "gpu<->dimm")},
         "migration_log": runs["hermes"].migration_log[:2000],
     }
-    if cfg.cold_dtype == "int8":
-        extra["cold_int8"] = _int8_error()
-    extra["ndp_kernels"] = {"system": "hermes", "backend": costs.backend,
-                            "kinds": kernels.summary(), "ndp_busy_seconds": runs["hermes"].ndp_busy,
-                            "note": "every NDP-core kernel the Hermes system's decode charged "
-                                    "(DIMM-Link merges excepted), cycles as charged"}
-    if rtl_samples:
-        from ndpdimm.sw.sampling.replay import rtl_check  # imports the scenarios' recipes
-        extra["rtl_samples"] = rtl_check(kernels, rtl_samples, rtl_seed, costs.core,
-                                         workers=rtl_workers, say=log)
-    return {
-        "config": dataclasses.asdict(cfg), "model": dataclasses.asdict(model),
-        "hardware": hw.name, "dimms": dimms,
-        "provenance": {"ndp": f"{costs.backend} backend ({'Verilated RTL cycles' if costs.backend == 'rtl' else 'calibrated performance model'}), "
-                              f"core {costs.core.n_units} units; merges: DIMM-Link model",
-                       "gpu": "roofline model (sw/scenarios/gpu.py) with the hardware file's factors",
-                       "pcie_cpu": "hardware file figures (sw/configs/hardware)",
-                       "energy_price": "sw/configs/energy/hermes_energy.toml",
-                       "traces": "synthetic" if trace is None else "replayed",
-                       "sample_layers": workload.run.layers},
-        "costs": costs.as_dict(),
-        "systems": {k: results[k] for k in SYSTEMS},
-        "ablations": {k: results[k] for k in ABLATIONS if k in results},
-        **extra,
-        "wall_seconds": time.perf_counter() - t_start,
-    }
+    cold_int8 = _int8_error() if cfg.cold_dtype == "int8" else None
+    ndp_kernels = {"system": "hermes", "backend": costs.backend,
+                   "kinds": kernels.summary(), "ndp_busy_seconds": runs["hermes"].ndp_busy,
+                   "note": "every NDP-core kernel the Hermes system's decode charged "
+                           "(DIMM-Link merges excepted), cycles as charged"}
+    rtl_samples = ctx.rtl_check(costs.core)
+    return HermesResult(
+        config=cfg, model=model, hardware=hw.name, dimms=dimms,
+        provenance={"ndp": f"{costs.backend} backend ({'Verilated RTL cycles' if costs.backend == 'rtl' else 'calibrated performance model'}), "
+                           f"core {costs.core.n_units} units; merges: DIMM-Link model",
+                    "gpu": "roofline model (sw/scenarios/gpu.py) with the hardware file's factors",
+                    "pcie_cpu": "hardware file figures (sw/configs/hardware)",
+                    "energy_price": "sw/configs/energy/hermes_energy.toml",
+                    "traces": "synthetic" if trace is None else "replayed",
+                    "sample_layers": workload.run.layers},
+        costs=costs,
+        systems={k: results[k] for k in SYSTEMS},
+        ablations={k: results[k] for k in ABLATIONS if k in results},
+        **extra, cold_int8=cold_int8, ndp_kernels=ndp_kernels, rtl_samples=rtl_samples,
+        wall_seconds=time.perf_counter() - t_start)

@@ -1,6 +1,6 @@
 """TriMoE benchmark: the results table for every model and batch, and what the scenario costs to run.
 
-``ndpdimm bench --suite trimoe`` runs :func:`~ndpdimm.sw.scenarios.trimoe.scenario.run_trimoe` with
+``ndpdimm bench --suite trimoe`` runs :func:`~ndpdimm.sw.scenarios.trimoe.scenario.run` with
 the default configuration (16 NDP-DIMMs of 256 units on the calibrated model
 backend, the H100 + Xeon AMX system, 16 steps x 4 sampled MoE layers) for
 each model of the catalogue at 64, 256 and 768 tokens per step, and writes

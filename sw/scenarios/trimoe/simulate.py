@@ -1,6 +1,6 @@
 """TriMoE's simulation: every system's MoE layers, step by step, on one routing trace.
 
-One run (:func:`~ndpdimm.sw.scenarios.trimoe.scenario.run_trimoe`, ``ndpdimm trimoe``) takes an MoE model and the
+One run (:func:`~ndpdimm.sw.scenarios.trimoe.scenario.run`, ``ndpdimm trimoe``) takes an MoE model and the
 hardware from the catalogue (``sw/scenarios/trimoe/catalog.py``), a batch of tokens per
 step and a routing trace (synthetic, ``sw/scenarios/trimoe/workload.py``, or a recorded
 file), and simulates the MoE layers of ``steps`` steps for four systems:

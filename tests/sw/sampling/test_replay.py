@@ -12,9 +12,10 @@ from ndpdimm.sw.cli import main
 from ndpdimm.sw.kernels import KINDS, shape
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.replay import format_rtl_check, replay_one, rtl_check, same_bits
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import run
 
 CORE = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)   # the test core
 
@@ -106,8 +107,8 @@ def test_a_reduced_hermes_run_replays_its_sample_on_the_rtl(tmp_path, capsys):
     cfg = HermesConfig(model=str(model), hardware=str(hw), tokens=4, prompt=32, profile_tokens=16,
                        sample_layers=2, gpu_reserve_gb=0.0, group=64)
     kernels = KernelLog()
-    r = run_hermes(cfg, log=_quiet, core=CORE, rtl_samples=2, rtl_seed=5, rtl_workers=0,
-                   kernels=kernels)
+    r = run(cfg, RunContext(log=_quiet, rtl_samples=2, rtl_seed=5, rtl_workers=0, kernels=kernels),
+            core=CORE).as_dict()
     # each cold-MLP invocation records its DIMM's cold neurons of the layer, which the cost
     # line was measured at (their upper median) and its replay draws from
     pools = [e.params["pool"] for e in kernels.entries("cold_mlp")]

@@ -4,9 +4,18 @@ run reports at other thresholds, and a run without the ablations."""
 import numpy as np
 import pytest
 
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import operating_points, run
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
+
+
+def run_hermes(cfg, log=None, decode=True, recall_thresholds=(), **kw):
+    """The run as the JSON it writes; ``decode=False``: the placement's operating points only."""
+    if not decode:
+        return operating_points(cfg, recall_thresholds, log, **kw)
+    return run(cfg, RunContext(log=log), recall_thresholds=recall_thresholds, **kw).as_dict()
+
 
 CFG = HermesConfig(model="llama2-7b", tokens=6, prompt=16, profile_tokens=12, sample_layers=2)
 

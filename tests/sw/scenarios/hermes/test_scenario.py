@@ -9,14 +9,21 @@ import numpy as np
 import pytest
 
 from ndpdimm.sw.cli import main
+from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.report import format_report, run_sweep, write_report
-from ndpdimm.sw.scenarios.hermes.scenario import run_hermes
+from ndpdimm.sw.scenarios.hermes.scenario import run
 from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
 # LLaMA2-13B (26 GB in FP16) does not fit the 24 GB GPU: the systems differ
+
+def run_hermes(cfg, log=None, timeline=None, **kw):
+    """The scenario's run (its typed result) with ``log`` and ``timeline`` as its context."""
+    return run(cfg, RunContext(log=log, timeline=timeline), **kw)
+
+
 SMALL = HermesConfig(model="llama2-13b", tokens=24, prompt=128, profile_tokens=32,
                      sample_layers=2, adjust_window=8, remap_window=8)
 
@@ -31,9 +38,9 @@ def result():
 
 
 def test_every_system_and_ablation_is_reported_consistently(result):
-    assert list(result["systems"]) == list(SYSTEMS)
-    assert list(result["ablations"]) == list(ABLATIONS)
-    for name, s in {**result["systems"], **result["ablations"]}.items():
+    assert list(result.as_dict()["systems"]) == list(SYSTEMS)
+    assert list(result.as_dict()["ablations"]) == list(ABLATIONS)
+    for name, s in {**result.as_dict()["systems"], **result.as_dict()["ablations"]}.items():
         assert s["tokens_per_s"] > 0 and math.isfinite(s["tokens_per_s"]), name
         # the breakdown is the critical path: its parts add up to the step time
         assert sum(s["breakdown_ms_per_step"].values()) == pytest.approx(s["ms_per_step"], rel=1e-9)
@@ -43,12 +50,12 @@ def test_every_system_and_ablation_is_reported_consistently(result):
         assert s["tokens_per_joule"] == pytest.approx(1 / e["total"])
         assert s["price_usd"]["total"] > 0
         assert 0 <= s["pcie_time_share"] <= 1
-    assert result["provenance"]["ndp"].startswith("model backend")
-    assert result["costs"]["backend"] == "model"
+    assert result.as_dict()["provenance"]["ndp"].startswith("model backend")
+    assert result.as_dict()["costs"]["backend"] == "model"
 
 
 def test_systems_order_as_expected(result):
-    tps = {k: v["tokens_per_s"] for k, v in {**result["systems"], **result["ablations"]}.items()}
+    tps = {k: v["tokens_per_s"] for k, v in {**result.as_dict()["systems"], **result.as_dict()["ablations"]}.items()}
     # streaming weights over PCIe is the slowest; the predictor cuts what is streamed
     assert tps["flexgen"] < tps["dejavu"] < tps["hermes"]
     # the same dense offloading without overlapping transfers and compute (Accelerate) is slower
@@ -57,8 +64,8 @@ def test_systems_order_as_expected(result):
     assert tps["ndp_dense"] < tps["hermes"]
     # the ILP's placement beats a frequency-blind one with the same hot counts
     assert tps["random"] < tps["offline"]
-    s = result["systems"]
-    assert s["hermes"]["hot_hit_rate"] > result["ablations"]["random"]["hot_hit_rate"]
+    s = result.as_dict()["systems"]
+    assert s["hermes"]["hot_hit_rate"] > result.as_dict()["ablations"]["random"]["hot_hit_rate"]
     assert s["ndp_dense"]["ndp_utilisation"] > s["hermes"]["ndp_utilisation"] > 0
     assert s["flexgen"]["ndp_utilisation"] is None
     assert s["flexgen"]["pcie_time_share"] > 0.9
@@ -69,7 +76,7 @@ def test_systems_order_as_expected(result):
 
 
 def test_placement_respects_capacities(result):
-    pl = result["placement"]
+    pl = result.as_dict()["placement"]
     assert pl["status"] == "Optimal"
     assert pl["gpu_used_gb"] <= pl["gpu_budget_gb"] + 1e-9
     assert max(pl["dimm_used_gb"]) <= pl["dimm_capacity_gb"]
@@ -79,22 +86,22 @@ def test_placement_respects_capacities(result):
 
 
 def test_predictor_and_imbalance_are_reported(result):
-    p = result["predictor"]
+    p = result.as_dict()["predictor"]
     assert 0 < p["precision"] <= 1 and 0 < p["recall"] <= 1
     assert p["cold_predicted"] > 0 and p["cold_active"] > 0
     assert 100 < p["memory_kb_per_layer"] < 1000          # a few hundred KB per layer
-    im = result["imbalance"]
+    im = result.as_dict()["imbalance"]
     assert im["static"] >= 1 and im["remapped"] >= 1
-    assert len(result["ablations"]["hermes"]["imbalance_per_token"]) == SMALL.tokens
+    assert len(result.as_dict()["ablations"]["hermes"]["imbalance_per_token"]) == SMALL.tokens
 
 
 def test_a_fixed_seed_gives_the_same_results():
     cfg = HermesConfig(model="llama2-13b", tokens=4, prompt=32, profile_tokens=8, sample_layers=1)
     a, b = run_hermes(cfg, log=_quiet), run_hermes(cfg, log=_quiet)
     for k in SYSTEMS:
-        assert a["systems"][k]["tokens_per_s"] == b["systems"][k]["tokens_per_s"]
+        assert a.as_dict()["systems"][k]["tokens_per_s"] == b.as_dict()["systems"][k]["tokens_per_s"]
     c = run_hermes(HermesConfig(**{**cfg.__dict__, "seed": 1}), log=_quiet)
-    assert c["systems"]["hermes"]["tokens_per_s"] != a["systems"]["hermes"]["tokens_per_s"]
+    assert c.as_dict()["systems"]["hermes"]["tokens_per_s"] != a.as_dict()["systems"]["hermes"]["tokens_per_s"]
 
 
 def test_sweeps_reuse_the_workload_and_force_the_hot_share():
@@ -128,7 +135,7 @@ def test_report_and_files(result, tmp_path):
     assert [f.name for f in files] == ["hermes.json", "hermes_tokens_per_s.png",
                                        "hermes_breakdown.png", "hermes_imbalance.png"]
     data = json.loads(files[0].read_text())
-    assert data["systems"]["hermes"]["tokens_per_s"] == result["systems"]["hermes"]["tokens_per_s"]
+    assert data["systems"]["hermes"]["tokens_per_s"] == result.as_dict()["systems"]["hermes"]["tokens_per_s"]
     assert all(f.stat().st_size > 1000 for f in files)
 
 
@@ -234,31 +241,31 @@ def test_rtl_backend_in_the_loop(tmp_path):
                            group=64)
         runs[backend] = run_hermes(cfg, log=_quiet, core=core)
     rtl, mod = runs["rtl"], runs["model"]
-    assert rtl["costs"]["backend"] == "rtl" and rtl["provenance"]["ndp"].startswith("rtl backend")
-    assert rtl["costs"]["neuron"]["backend"] == "rtl"
-    assert 0 < rtl["placement"]["hot_share"] < 1                 # the DIMMs get work
+    assert rtl.as_dict()["costs"]["backend"] == "rtl" and rtl.as_dict()["provenance"]["ndp"].startswith("rtl backend")
+    assert rtl.as_dict()["costs"]["neuron"]["backend"] == "rtl"
+    assert 0 < rtl.as_dict()["placement"]["hot_share"] < 1                 # the DIMMs get work
     # the model's held-out error is up to 23 % per descriptor (docs/perf_model.md)
-    r, m = rtl["costs"]["dense_rows"]["slope_cycles"], mod["costs"]["dense_rows"]["slope_cycles"]
+    r, m = rtl.as_dict()["costs"]["dense_rows"]["slope_cycles"], mod.as_dict()["costs"]["dense_rows"]["slope_cycles"]
     assert abs(m - r) <= 0.25 * r
-    r, m = rtl["costs"]["neuron"]["per_neuron_cycles"], mod["costs"]["neuron"]["per_neuron_cycles"]
+    r, m = rtl.as_dict()["costs"]["neuron"]["per_neuron_cycles"], mod.as_dict()["costs"]["neuron"]["per_neuron_cycles"]
     assert abs(m - r) <= 0.25 * r
     # short attention kernels (a few hundred cycles each) are where the model is worst: it
     # over-estimates them by about a third at this size (docs/hermes.md), never under-estimates
-    r, m = rtl["costs"]["attention"]["slope_cycles"], mod["costs"]["attention"]["slope_cycles"]
+    r, m = rtl.as_dict()["costs"]["attention"]["slope_cycles"], mod.as_dict()["costs"]["attention"]["slope_cycles"]
     assert r <= m <= 1.5 * r
-    assert rtl["systems"]["hermes"]["tokens_per_s"] > rtl["systems"]["flexgen"]["tokens_per_s"]
+    assert rtl.as_dict()["systems"]["hermes"]["tokens_per_s"] > rtl.as_dict()["systems"]["flexgen"]["tokens_per_s"]
 
 
 def test_int8_cold_neurons_halve_their_traffic_and_report_the_error():
     cfg = HermesConfig(model="llama2-13b", tokens=4, prompt=32, profile_tokens=8, sample_layers=1)
     fp16 = run_hermes(cfg, log=_quiet)
     int8 = run_hermes(HermesConfig(**{**cfg.__dict__, "cold_dtype": "int8"}), log=_quiet)
-    f, i = fp16["costs"]["neuron"]["per_neuron_cycles"], int8["costs"]["neuron"]["per_neuron_cycles"]
+    f, i = fp16.as_dict()["costs"]["neuron"]["per_neuron_cycles"], int8.as_dict()["costs"]["neuron"]["per_neuron_cycles"]
     assert i < 0.75 * f                       # DRAM-bound at batch 1: about half
-    assert int8["systems"]["hermes"]["tokens_per_s"] > fp16["systems"]["hermes"]["tokens_per_s"]
-    q = int8["cold_int8"]
+    assert int8.as_dict()["systems"]["hermes"]["tokens_per_s"] > fp16.as_dict()["systems"]["hermes"]["tokens_per_s"]
+    q = int8.as_dict()["cold_int8"]
     assert 0 < q["relative_error_fp16"] < q["relative_error_int8"] < 0.05
-    assert "cold_int8" not in fp16
+    assert "cold_int8" not in fp16.as_dict()
     with pytest.raises(ValueError, match="cold_dtype"):
         HermesConfig(cold_dtype="fp8")
 
@@ -278,9 +285,9 @@ def test_a_kv_cache_too_large_for_the_gpu_streams_over_pcie_in_the_baselines(tmp
     assert kv_host > 1e9                                        # this case does spill
     least = kv_host * 512 / 514 / (h.pcie.gbytes_per_s * 1e9)   # the spilled KV, every step
     for name in ("flexgen", "dejavu", "powerinfer"):
-        assert r["systems"][name]["ms_per_step"] >= 1e3 * least, name
+        assert r.as_dict()["systems"][name]["ms_per_step"] >= 1e3 * least, name
     # the NDP systems hold the KV cache on the DIMMs
-    assert r["systems"]["hermes"]["ms_per_step"] < 1e3 * least
+    assert r.as_dict()["systems"]["hermes"]["ms_per_step"] < 1e3 * least
 
 
 def test_timeline_is_the_hermes_critical_path(tmp_path):
@@ -289,13 +296,15 @@ def test_timeline_is_the_hermes_critical_path(tmp_path):
     and each DIMM's NDP core do one thing at a time inside their layer, and the DIMMs' slices
     add up to the reported NDP utilisation."""
     from ndpdimm.cosim.timeline import Timeline, read_timeline
-    from ndpdimm.sw.scenarios.hermes.simulate import PROCESS, _dimm_track
+    from ndpdimm.sw.scenarios.base import Tally
+    from ndpdimm.sw.scenarios.hermes.simulate import PROCESS
+    _dimm_track = Tally.dimm_track
     cfg = HermesConfig(model="llama2-13b", tokens=8, prompt=32, profile_tokens=8, sample_layers=2,
                        adjust_window=4, remap_window=4)
     tl = Timeline()
     r = run_hermes(cfg, log=_quiet, timeline=tl)
     f = read_timeline(tl.write(tmp_path / "hermes.json"))
-    h, dimms, layers = r["systems"]["hermes"], r["dimms"], r["model"]["layers"]
+    h, dimms, layers = r.as_dict()["systems"]["hermes"], r.as_dict()["dimms"], r.as_dict()["model"]["layers"]
     assert f.metadata["sample_layers"] == 2 and f.metadata["layers"] == layers
     dimm_tracks = [_dimm_track(d) for d in range(dimms)]
     assert f.track_names(PROCESS) == ["decode step", "layer", "GPU", "PCIe GPU->DIMMs",
