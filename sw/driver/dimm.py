@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ from ndpdimm.sw.driver.buffers import (
 from ndpdimm.sw.driver.errors import NdpError
 from ndpdimm.sw.driver.host_reads import HostReads
 from ndpdimm.sw.driver.kernels import Kernels
+from ndpdimm.sw.driver.measure import Measurement, MeasureScope, RunStats, StatsScope
 from ndpdimm.sw.driver.timeline import descriptor_timeline
 
 __all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "Measurement", "make_backend"]
@@ -110,61 +111,6 @@ class CoreStatus:
         return cls(busy=bool(f["BUSY"]), queued=f["QUEUED"], completions_waiting=f["CQ_WAITING"],
                    queue_full=bool(f["QUEUE_FULL"]), completion_queue_full=bool(f["CQ_FULL"]),
                    raw=word)
-
-
-@dataclass
-class RunStats:
-    """What one operation cost on one DIMM: each descriptor's completion, elapsed cycles (backend
-    clock from the first submit to the last completion) and the counter increments."""
-    operation: str
-    backend: str
-    elapsed_cycles: int = 0
-    descriptors: list = field(default_factory=list)      # (label, Completion)
-    counters: dict = field(default_factory=dict)
-    host_reads: int = 0        # background host reads issued meanwhile (Dimm.host_reads)
-
-    def cycles_by_opcode(self) -> dict[str, int]:
-        out = {}
-        for _, c in self.descriptors:
-            try:
-                name = Opcode(c.opcode).name
-            except ValueError:
-                name = str(c.opcode)
-            out[name] = out.get(name, 0) + c.cycles
-        return out
-
-    @property
-    def descriptor_cycles(self) -> int:
-        """Sum of the descriptors' dispatch-to-completion cycles."""
-        return sum(c.cycles for _, c in self.descriptors)
-
-    def as_dict(self) -> dict:
-        return {"operation": self.operation, "backend": self.backend,
-                "elapsed_cycles": self.elapsed_cycles, "descriptor_cycles": self.descriptor_cycles,
-                "cycles_by_opcode": self.cycles_by_opcode(), "counters": self.counters,
-                "host_reads": self.host_reads,
-                "descriptors": [{"label": lab, "id": c.id, "opcode": c.opcode,
-                                 "status": c.status.name, "cycles": c.cycles,
-                                 "dram_bytes": c.dram_bytes} for lab, c in self.descriptors]}
-
-
-@dataclass
-class Measurement:
-    """What a :meth:`Dimm.measure` scope cost: the backend clock at its start and end (NDP cycles)
-    and the counter increments (:data:`~ndpdimm.cosim.backend.COUNTER_REGISTERS`). Filled in when
-    the scope closes (``end`` is None while it is open)."""
-    label: str
-    backend: str
-    start: int
-    end: int | None = None
-    counters: dict = field(default_factory=dict)
-
-    @property
-    def cycles(self) -> int:
-        """Elapsed NDP cycles of the scope (backend clock, ``end - start``)."""
-        if self.end is None:
-            raise RuntimeError(f"measurement {self.label!r} is still open")
-        return self.end - self.start
 
 
 def make_backend(backend: str | Backend, config: CoreConfig | None = None, **kwargs: Any) -> Backend:
@@ -254,27 +200,11 @@ class Dimm(Kernels):
         the model backend's performance model; None for the RTL (its own cycles)."""
         return getattr(getattr(self.backend, "perf", None), "source", None)
 
-    def measure(self, label: str = "") -> _MeasureScope:
+    def measure(self, label: str = "") -> MeasureScope:
         """A context manager timing everything inside it on this DIMM's clock:
         ``with dimm.measure("cold_mlp") as m: ...`` then ``m.cycles`` (a :class:`Measurement`).
         Scopes nest and do not disturb ``last_run``."""
-        return Dimm._MeasureScope(self, label)
-
-    class _MeasureScope:
-        def __init__(self, dimm, label):
-            self.dimm, self.label = dimm, label
-
-        def __enter__(self) -> Measurement:
-            b = self.dimm.backend
-            self.c0 = b.counters()
-            self.m = Measurement(self.label, b.name, b.cycle)
-            return self.m
-
-        def __exit__(self, *exc):
-            b = self.dimm.backend
-            self.m.end = b.cycle
-            c1 = b.counters()
-            self.m.counters = {k: c1[k] - self.c0.get(k, 0) for k in c1}
+        return MeasureScope(self, label)
 
     def close(self) -> None:
         """Close the backend if this DIMM created it (one passed in stays open)."""
@@ -539,30 +469,8 @@ class Dimm(Kernels):
             self.submit(descriptors)
             return self.wait([d.id for d in descriptors])
 
-    class _StatsScope:
-        def __init__(self, dimm, operation):
-            self.dimm, self.operation = dimm, operation
-
-        def __enter__(self):
-            d = self.dimm
-            self.outer = d._recording
-            if not self.outer:
-                self.c0 = d.backend.counters()
-                self.t0 = d.backend.cycle
-                d.last_run = RunStats(self.operation, d.name)
-                d._recording = True
-            return d.last_run
-
-        def __exit__(self, *exc):
-            d = self.dimm
-            if not self.outer:
-                d._recording = False
-                d.last_run.elapsed_cycles = d.backend.cycle - self.t0
-                c1 = d.backend.counters()
-                d.last_run.counters = {k: c1[k] - self.c0.get(k, 0) for k in c1}
-
     def _stats(self, operation):
-        return Dimm._StatsScope(self, operation)
+        return StatsScope(self, operation)
 
     def enable(self, on: bool = True) -> None:
         """``CTRL.ENABLE``: while off, submitted descriptors wait in the queue (``wait`` refuses

@@ -34,8 +34,14 @@ from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.costs import ServingPerf
-from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, SystemResult, baseline_ttft_slo, run
-from ndpdimm.sw.scenarios.rapid.simulate import simulate_system, summarize
+from ndpdimm.sw.scenarios.rapid.scenario import (
+    RapidConfig,
+    SystemResult,
+    baseline_ttft_slo,
+    run,
+    simulate_system,
+    summarize,
+)
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS, generate_trace, load_workload
 
 __all__ = ["run_rapid_bench", "measure_simulator_speed", "ndp_dimm_sweep", "WORKLOADS",

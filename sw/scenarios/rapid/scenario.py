@@ -41,13 +41,114 @@ from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.energy import load_energy
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
 from ndpdimm.sw.scenarios.rapid.config import DEFAULT_TPOT_SLO_S, MODES, RapidConfig, systems_for
+from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.costs import ServingPerf, measure_ndp_attention
-from ndpdimm.sw.scenarios.rapid.simulate import layout, simulate_system, summarize
+from ndpdimm.sw.scenarios.rapid.simulate import ServingSim
 from ndpdimm.sw.scenarios.rapid.timeline import lay_run
 from ndpdimm.sw.scenarios.rapid.workload import make_trace
 
 __all__ = ["RapidConfig", "RapidResult", "SystemResult", "run", "systems_for", "MODES",
-           "DEFAULT_TPOT_SLO_S", "baseline_ttft_slo", "timeline_default"]
+           "DEFAULT_TPOT_SLO_S", "baseline_ttft_slo", "timeline_default", "layout", "simulate_system",
+           "summarize"]
+
+
+def layout(system: str, node, ndp_reserved_w: float) -> tuple:
+    """(roles, caps, controller mode or None) of a configuration."""
+    n, budget = node.node.gpus, node.node.power_budget_w
+    even = math.floor(budget / n / 10) * 10
+    base = system.removesuffix("+ndp")
+    if base == "coalesced":
+        return ["coalesced"] * n, [even] * n, None
+    half = n // 2
+    roles = ["prefill"] * half + ["decode"] * (n - half)
+    if base == "static-4p750-4d450":
+        caps = [750.0] * half + [450.0] * (n - half)
+    elif base in ("static-4p4d", "dynamic-power", "dynamic"):
+        caps = [even] * n
+    else:
+        raise ValueError(f"unknown system {system!r}")
+    if ndp_reserved_w:
+        # the DIMMs' reserve comes out of the decode caps, down to the minimum, then prefill's
+        floor = node.node.gpu_min_cap_w
+        need = ndp_reserved_w
+        for part in (range(half, n), range(half)):
+            room = sum(caps[i] - floor for i in part)
+            take = min(need, room)
+            cut = math.ceil(take / len(part) / 10) * 10
+            for i in part:
+                caps[i] = max(floor, caps[i] - cut)
+            need -= take
+        if need > 1e-9 or sum(caps) + ndp_reserved_w > budget:
+            raise ValueError(f"the NDP-DIMM tier's {ndp_reserved_w:.0f} W peak reserve does not "
+                             f"fit the {budget:.0f} W budget above every GPU's minimum cap")
+    return roles, [float(c) for c in caps], (base if base.startswith("dynamic") else None)
+
+
+def simulate_system(perf, trace, system, node, cfg, slo, log, controlled=True, record=False,
+                    kernels=None):
+    """``(ServingSim run to its end, wall seconds)`` of configuration ``system`` serving ``trace``
+    on ``node`` (its roles and caps from :func:`layout`, its controller when ``controlled``)
+    under the SLOs ``slo`` (TTFT, TPOT seconds); ``record``: keep what the timeline needs;
+    ``kernels``: a kernel log of the NDP tier's attention."""
+    roles, caps, mode = layout(system, node, perf.ndp_reserved_w)
+    ctrl = Controller(node.controller, mode, *slo) if mode and controlled else None
+    t0 = time.perf_counter()
+
+    def progress(done, total):
+        if log and done % max(1, total // 4) < max(1, total // 100):
+            log(f"[rapid]   {system}: {done}/{total} requests done")
+    sim = ServingSim(perf, trace, roles, caps, kv_path=cfg.kv_path, controller=ctrl,
+                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress, record=record,
+                     kernels=kernels).run()
+    return sim, time.perf_counter() - t0
+
+
+def _percentiles(x, ps=(50, 90, 99)) -> dict:
+    return {f"p{p}": float(np.percentile(x, p)) for p in ps} if len(x) else {}
+
+
+def summarize(system: str, sim: ServingSim, slo_ttft_s: float, slo_tpot_s: float,
+              duration_s: float, wall_s: float) -> dict:
+    """One configuration's metrics, time series and checks (JSON-ready)."""
+    arrival, ttft, tpot, moves = sim.latencies()
+    met = (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
+    n = len(ttft)
+    energy = sim.gpu_energy_j() + sim.ndp_energy_j()
+    power = energy / sim.end_t if sim.end_t > 0 else 0.0
+    qps = n / duration_s
+    cdf_q = np.linspace(0, 100, 101)
+    s = sim.samples
+    ctrl = sim.controller
+    return {
+        "system": system, "requests": n, "ndp_tier": sim.perf.ndp is not None,
+        "kv_path": sim.kv_path_name,
+        "goodput_rps": float(met.sum() / duration_s),
+        "slo_attainment": float(met.mean()) if n else 0.0,
+        "ttft_attainment": float((ttft <= slo_ttft_s).mean()) if n else 0.0,
+        "tpot_attainment": float((tpot <= slo_tpot_s).mean()) if n else 0.0,
+        "throughput_rps": qps, "mean_power_w": power, "qps_per_w": qps / power if power else 0.0,
+        "goodput_per_w": float(met.sum() / duration_s) / power if power else 0.0,
+        "energy_j": energy, "gpu_energy_j": sim.gpu_energy_j(), "ndp_energy_j": sim.ndp_energy_j(),
+        "ttft_s": _percentiles(ttft), "tpot_s": _percentiles(tpot),
+        "ttft_cdf_s": np.percentile(ttft, cdf_q).tolist() if n else [],
+        "tpot_cdf_s": np.percentile(tpot, cdf_q).tolist() if n else [],
+        "makespan_s": sim.end_t, "wall_s": wall_s,
+        "sim_requests_per_wall_s": n / wall_s if wall_s > 0 else 0.0,
+        "handovers": int(moves.sum()),
+        "power_moves": sum(1 for a in sim.actions if a[1] == "power"),
+        "role_switches": sum(1 for a in sim.actions if a[1] == "role"),
+        "actions": [[t, k, d] for t, k, d in sim.actions],
+        "decisions": [[t, p, d, a] for t, p, d, a in ctrl.history if a] if ctrl else [],
+        "checks": {"budget_w": sim.ledger.budget_w,
+                   "ndp_reserved_w": sim.ledger.reserved_other_w,
+                   "max_reserved_w": sim.ledger.max_reserved_w,
+                   "max_gpu_draw_w": sim.max_draw_w,
+                   "finished_once": int(sim.finished) == n},
+        "timeline": {"t": [x[0] for x in s], "roles": [list(x[1]) for x in s],
+                     "caps_w": [list(x[2]) for x in s], "draw_w": [list(x[3]) for x in s],
+                     "prefill_queue": [x[4] for x in s], "kv_ring": [x[5] for x in s],
+                     "handover_wait": [x[6] for x in s], "decoding": [x[7] for x in s]},
+    }
 
 
 def baseline_ttft_slo(perf: ServingPerf, trace, cfg: RapidConfig) -> float:

@@ -50,16 +50,15 @@ included), and the run ends when every request has finished (checked).
 import collections
 import heapq
 import math
-import time
 
 import numpy as np
 
 from ndpdimm.sw.kernels.attention import Shape as AttentionShape
-from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.costs import ServingPerf
-from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError, PowerLedger
+from ndpdimm.sw.scenarios.rapid.levers import Levers
+from ndpdimm.sw.scenarios.rapid.power import PowerLedger
 
-__all__ = ["ServingSim", "SimulationError", "ROLES", "layout", "simulate_system", "summarize"]
+__all__ = ["ServingSim", "SimulationError", "ROLES"]
 
 ROLES = ("prefill", "decode", "coalesced")
 
@@ -122,7 +121,7 @@ class _Window:
         return list(self.values)
 
 
-class ServingSim:
+class ServingSim(Levers):
     """One run: ``roles`` and ``caps`` per GPU at start, ``controller`` (or ``None``: static)."""
 
     def __init__(self, perf: ServingPerf, trace, roles, caps, kv_path: str = "direct",
@@ -268,98 +267,6 @@ class ServingSim:
         self._set_draw(g)
         done(g, dur)
 
-    def move_power(self, src, dst, step_w):
-        """Lower GPU ``src`` by ``step_w``, and once that has settled raise ``dst`` by the same
-        (``src`` ``None``: raise from the budget's free headroom). Refusals raise
-        :class:`~ndpdimm.sw.scenarios.rapid.power.PowerBudgetError` before anything changes."""
-        if src is not None:
-            settle = self.ledger.command(self.t, src, self.ledger.cap[src] - step_w)
-            self.at(settle, self._settled, src, dst, step_w)
-        else:
-            self.at(self.ledger.command(self.t, dst, self.ledger.cap[dst] + step_w),
-                    self._settled, dst, None, 0.0)
-        self.actions.append((self.t, "power", {"from": src, "to": dst, "step_w": step_w}))
-        self.power_busy_until = self.t + 2 * self.ledger.delay_s
-
-    def _settled(self, gid, then_raise, step_w):
-        self.ledger.settle(self.t, gid)
-        g = self.gpus[gid]
-        if g.busy is not None:
-            self._retime(g)
-        self._set_draw(g)
-        if then_raise is not None:
-            try:
-                settle = self.ledger.command(self.t, then_raise,
-                                             self.ledger.cap[then_raise] + step_w)
-            except PowerBudgetError as e:       # the freed power stays unallocated
-                self.actions.append((self.t, "power-refused", {"to": then_raise, "why": str(e)}))
-                return
-            self.at(settle, self._settled, then_raise, None, 0.0)
-
-    # ---- roles ----
-    def active(self, role):
-        """GPUs serving ``role`` and not draining towards another."""
-        return [g for g in self.gpus if g.role == role and g.switch_to is None]
-
-    def switch_role(self, gid, new_role):
-        g = self.gpus[gid]
-        if g.role not in ("prefill", "decode") or new_role not in ("prefill", "decode") \
-                or new_role == g.role or g.switch_to is not None:
-            raise ValueError(f"GPU {gid} ({g.role}) cannot switch to {new_role!r} now")
-        if len(self.active(g.role)) - 1 < self.node.controller.min_gpus_per_phase:
-            raise ValueError(f"switching GPU {gid} would leave {g.role} with fewer than "
-                             f"{self.node.controller.min_gpus_per_phase} GPU(s)")
-        g.switch_to = new_role
-        self.actions.append((self.t, "role", {"gpu": gid, "from": g.role, "to": new_role}))
-        if g.busy is None:
-            self._drain(g)
-
-    def _drain(self, g):
-        """``g`` is idle and draining: hand over its work, then switch."""
-        if g.role == "prefill":
-            if g.outbox:
-                return                          # _push_outboxes calls back when empty
-        else:
-            self._hand_over(g)
-        if self.record:
-            self.switch_log.append((g.gid, g.role, g.switch_to, self.t,
-                                    self.t + self.node.controller.role_switch_s))
-        g.role = "switching"
-        self.at(self.t + self.node.controller.role_switch_s, self._switched, g)
-
-    def _switched(self, g):
-        g.role, g.switch_to = g.switch_to, None
-        g.link_free = max(g.link_free, self.t)
-        if g.role == "prefill":
-            self._dispatch_prefill()
-        else:
-            self._consume()
-
-    def _hand_over(self, g):
-        moving = list(g.running.values()) + g.pending
-        link_free = self.t
-        for r in moving:
-            if r.rid in g.running:
-                r.generated += g.step - r.join_step
-            ctx = r.inp + 1 + r.generated
-            r.migrations += 1
-            if self.perf.ndp is None:
-                start = max(link_free, self.t)
-                link_free = max(link_free, self.t) + self.kv.seconds(ctx * self.perf.kv_bytes_per_token)
-                if self.record:
-                    self.kv_log.append((g.gid, "hand-over", start, link_free, r.rid))
-            self.at(link_free, self._handed, r)
-        g.running.clear()
-        g.pending = []
-        g.finish_heap = []
-        g.ctx_sum = 0
-        g.kv_used = 0.0
-
-    def _handed(self, r):
-        self.decode_wait.append(r)
-        self._consume()
-
-    # ---- prefill ----
     def _arrive(self, r):
         self.queue.append(r)
         self._dispatch_prefill()
@@ -621,102 +528,3 @@ class ServingSim:
         if self.perf.ndp is None:
             return 0.0
         return self.perf.ndp_idle_w * self.end_t + self.ndp_joules
-
-
-def layout(system: str, node, ndp_reserved_w: float) -> tuple:
-    """(roles, caps, controller mode or None) of a configuration."""
-    n, budget = node.node.gpus, node.node.power_budget_w
-    even = math.floor(budget / n / 10) * 10
-    base = system.removesuffix("+ndp")
-    if base == "coalesced":
-        return ["coalesced"] * n, [even] * n, None
-    half = n // 2
-    roles = ["prefill"] * half + ["decode"] * (n - half)
-    if base == "static-4p750-4d450":
-        caps = [750.0] * half + [450.0] * (n - half)
-    elif base in ("static-4p4d", "dynamic-power", "dynamic"):
-        caps = [even] * n
-    else:
-        raise ValueError(f"unknown system {system!r}")
-    if ndp_reserved_w:
-        # the DIMMs' reserve comes out of the decode caps, down to the minimum, then prefill's
-        floor = node.node.gpu_min_cap_w
-        need = ndp_reserved_w
-        for part in (range(half, n), range(half)):
-            room = sum(caps[i] - floor for i in part)
-            take = min(need, room)
-            cut = math.ceil(take / len(part) / 10) * 10
-            for i in part:
-                caps[i] = max(floor, caps[i] - cut)
-            need -= take
-        if need > 1e-9 or sum(caps) + ndp_reserved_w > budget:
-            raise ValueError(f"the NDP-DIMM tier's {ndp_reserved_w:.0f} W peak reserve does not "
-                             f"fit the {budget:.0f} W budget above every GPU's minimum cap")
-    return roles, [float(c) for c in caps], (base if base.startswith("dynamic") else None)
-
-
-def simulate_system(perf, trace, system, node, cfg, slo, log, controlled=True, record=False,
-                    kernels=None):
-    """``(ServingSim run to its end, wall seconds)`` of configuration ``system`` serving ``trace``
-    on ``node`` (its roles and caps from :func:`layout`, its controller when ``controlled``)
-    under the SLOs ``slo`` (TTFT, TPOT seconds); ``record``: keep what the timeline needs;
-    ``kernels``: a kernel log of the NDP tier's attention."""
-    roles, caps, mode = layout(system, node, perf.ndp_reserved_w)
-    ctrl = Controller(node.controller, mode, *slo) if mode and controlled else None
-    t0 = time.perf_counter()
-
-    def progress(done, total):
-        if log and done % max(1, total // 4) < max(1, total // 100):
-            log(f"[rapid]   {system}: {done}/{total} requests done")
-    sim = ServingSim(perf, trace, roles, caps, kv_path=cfg.kv_path, controller=ctrl,
-                     slo_ttft_s=slo[0], slo_tpot_s=slo[1], progress=progress, record=record,
-                     kernels=kernels).run()
-    return sim, time.perf_counter() - t0
-
-
-def _percentiles(x, ps=(50, 90, 99)) -> dict:
-    return {f"p{p}": float(np.percentile(x, p)) for p in ps} if len(x) else {}
-
-
-def summarize(system: str, sim: ServingSim, slo_ttft_s: float, slo_tpot_s: float,
-              duration_s: float, wall_s: float) -> dict:
-    """One configuration's metrics, time series and checks (JSON-ready)."""
-    arrival, ttft, tpot, moves = sim.latencies()
-    met = (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
-    n = len(ttft)
-    energy = sim.gpu_energy_j() + sim.ndp_energy_j()
-    power = energy / sim.end_t if sim.end_t > 0 else 0.0
-    qps = n / duration_s
-    cdf_q = np.linspace(0, 100, 101)
-    s = sim.samples
-    ctrl = sim.controller
-    return {
-        "system": system, "requests": n, "ndp_tier": sim.perf.ndp is not None,
-        "kv_path": sim.kv_path_name,
-        "goodput_rps": float(met.sum() / duration_s),
-        "slo_attainment": float(met.mean()) if n else 0.0,
-        "ttft_attainment": float((ttft <= slo_ttft_s).mean()) if n else 0.0,
-        "tpot_attainment": float((tpot <= slo_tpot_s).mean()) if n else 0.0,
-        "throughput_rps": qps, "mean_power_w": power, "qps_per_w": qps / power if power else 0.0,
-        "goodput_per_w": float(met.sum() / duration_s) / power if power else 0.0,
-        "energy_j": energy, "gpu_energy_j": sim.gpu_energy_j(), "ndp_energy_j": sim.ndp_energy_j(),
-        "ttft_s": _percentiles(ttft), "tpot_s": _percentiles(tpot),
-        "ttft_cdf_s": np.percentile(ttft, cdf_q).tolist() if n else [],
-        "tpot_cdf_s": np.percentile(tpot, cdf_q).tolist() if n else [],
-        "makespan_s": sim.end_t, "wall_s": wall_s,
-        "sim_requests_per_wall_s": n / wall_s if wall_s > 0 else 0.0,
-        "handovers": int(moves.sum()),
-        "power_moves": sum(1 for a in sim.actions if a[1] == "power"),
-        "role_switches": sum(1 for a in sim.actions if a[1] == "role"),
-        "actions": [[t, k, d] for t, k, d in sim.actions],
-        "decisions": [[t, p, d, a] for t, p, d, a in ctrl.history if a] if ctrl else [],
-        "checks": {"budget_w": sim.ledger.budget_w,
-                   "ndp_reserved_w": sim.ledger.reserved_other_w,
-                   "max_reserved_w": sim.ledger.max_reserved_w,
-                   "max_gpu_draw_w": sim.max_draw_w,
-                   "finished_once": int(sim.finished) == n},
-        "timeline": {"t": [x[0] for x in s], "roles": [list(x[1]) for x in s],
-                     "caps_w": [list(x[2]) for x in s], "draw_w": [list(x[3]) for x in s],
-                     "prefill_queue": [x[4] for x in s], "kv_ring": [x[5] for x in s],
-                     "handover_wait": [x[6] for x in s], "decoding": [x[7] for x in s]},
-    }

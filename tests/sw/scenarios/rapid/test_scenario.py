@@ -19,8 +19,8 @@ from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.costs import NdpAttention, ServingPerf
 from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError, PowerLedger
 from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, run, systems_for
+from ndpdimm.sw.scenarios.rapid.scenario import layout as _layout
 from ndpdimm.sw.scenarios.rapid.simulate import ServingSim
-from ndpdimm.sw.scenarios.rapid.simulate import layout as _layout
 from ndpdimm.sw.scenarios.rapid.workload import Trace, generate_trace, load_workload
 
 
