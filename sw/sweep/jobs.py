@@ -6,8 +6,9 @@ the fields of their configuration dataclass, so a sweep file uses the names the 
 docs use:
 
 * ``hermes``: :class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig` -> tokens/s, ms/step and tokens/J of
-  every system, the hot share and the ILP time;
-* ``trimoe``: :class:`~ndpdimm.sw.scenarios.trimoe.scenario.TriMoeConfig` -> MoE-layer latency and tokens/s of
+  every system, tokens/s of every ablation, the placed hot share, the ILP time and the Hermes
+  system's hot-neuron hit rate and NDP utilisation (``ndpdimm hermes --sweep`` runs this job);
+* ``trimoe``: :class:`~ndpdimm.sw.scenarios.trimoe.config.TriMoeConfig` -> MoE-layer latency and tokens/s of
   every system;
 * ``rapid``: :class:`~ndpdimm.sw.scenarios.rapid.config.RapidConfig` -> goodput, SLO attainment (both SLOs,
   TTFT alone, TPOT alone), QPS/W, mean power and throughput of every system;
@@ -51,11 +52,15 @@ def _hermes(p):
     from ndpdimm.sw.scenarios.hermes.config import HermesConfig
     from ndpdimm.sw.scenarios.hermes.scenario import run
     r = run(HermesConfig(**p), RunContext(log=None))
-    row = {"hot_share": r.placement["hot_share"], "ilp_seconds": r.placement["solve_seconds"]}
+    h = r.systems["hermes"]
+    row = {"hot_share": r.placement["hot_share"], "ilp_seconds": r.placement["solve_seconds"],
+           "hermes_hot_hit_rate": h.hot_hit_rate, "hermes_ndp_utilisation": h.ndp_utilisation}
     for name, s in r.systems.items():
         row[f"{name}_tokens_per_s"] = s.tokens_per_s
         row[f"{name}_ms_per_step"] = s.ms_per_step
         row[f"{name}_tokens_per_j"] = s.tokens_per_joule
+    for name, s in r.ablations.items():
+        row[f"{name}_tokens_per_s"] = s.tokens_per_s
     return row
 
 
@@ -124,7 +129,7 @@ def _probe(p):
 JOBS = {
     "hermes": Job("hermes", "Hermes scenario (sw/scenarios/hermes/scenario.py)", "ndpdimm.sw.scenarios.hermes.config:HermesConfig",
                   {}, "dimms", ("hermes_tokens_per_s",)),
-    "trimoe": Job("trimoe", "TriMoE scenario (sw/scenarios/trimoe/scenario.py)", "ndpdimm.sw.scenarios.trimoe.scenario:TriMoeConfig",
+    "trimoe": Job("trimoe", "TriMoE scenario (sw/scenarios/trimoe/scenario.py)", "ndpdimm.sw.scenarios.trimoe.config:TriMoeConfig",
                   {}, "batch", ("trimoe_latency_ms",)),
     "rapid": Job("rapid", "RAPID scenario (sw/scenarios/rapid/scenario.py)", "ndpdimm.sw.scenarios.rapid.config:RapidConfig",
                  {}, "rate_scale", ("dynamic_goodput_rps",)),

@@ -26,9 +26,7 @@ from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.costs import measure_costs
 from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, run
-from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
 __all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
 
@@ -141,36 +139,42 @@ def write_report(r: HermesResult, out_dir, name="hermes") -> list:
     return [write_json(r, out / f"{name}.json")] + _plots(r, out)
 
 
-def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print) -> dict:
-    """The scenario's ``run`` at each value of ``axis`` (one of :data:`SWEEPS`); tokens/s per system."""
+def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print, workers: int = 2,
+              in_process: bool = False) -> dict:
+    """The ``hermes`` sweep job (``sw/sweep/jobs.py``) at each value of ``axis`` (one of
+    :data:`SWEEPS`), every other field of ``cfg`` fixed, on the sweep runner (``workers`` Dask
+    processes, or ``in_process``; points cached like every sweep's): tokens/s per system and
+    ablation, tokens/J per system, the placed hot share and the Hermes system's hot-neuron hit
+    rate and NDP utilisation per point. Every value is checked before anything runs; a point
+    that cannot be built (e.g. a hot share the GPU cannot hold) is reported ``infeasible``."""
+    from ndpdimm.sw.sweep.run import Sweep
+    from ndpdimm.sw.sweep.run import run_sweep as run_points
+
     if axis not in SWEEPS:
         raise ValueError(f"sweep axis must be one of {', '.join(SWEEPS)}, got {axis!r}")
     values = tuple(SWEEPS[axis] if values is None else values)
     if not values:
         raise ValueError("a sweep needs at least one value")
     points = [dataclasses.replace(cfg, **{axis: v}) for v in values]     # validates every value
-    model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
-    workloads, costs, rows = {}, {}, []
+    load_model(cfg.model), load_hardware(cfg.hardware)                     # fail before any work
+    sweep = Sweep(name=f"hermes-{axis}", job="hermes",
+                  points=tuple(dataclasses.asdict(p) for p in points),
+                  plot_x=axis, plot_y=tuple(f"{k}_tokens_per_s" for k in SYSTEMS))
     t0 = time.perf_counter()
-    for i, p in enumerate(points):
-        log(f"[hermes sweep] {axis} = {values[i]} ({i + 1}/{len(points)})")
-        if p.batch not in workloads:
-            workloads[p.batch] = make_workload(p, model, log=log)
-        key = (p.batch, p.units, p.act_lanes, p.backend)
-        if key not in costs:
-            costs[key] = measure_costs(p, model, hw)
-        try:
-            r = run(p, RunContext(log=None), workload=workloads[p.batch], costs=costs[key])
-        except ValueError as e:          # the values were checked above: this point cannot be
-            log(f"    infeasible: {e}")  # built (e.g. a hot share the GPU cannot hold)
-            rows.append({axis: values[i], "infeasible": str(e)})
+    result = run_points(sweep, workers=workers, in_process=in_process, progress=False, log=log)
+    rows = []
+    for value, rec in zip(values, result.records):
+        if rec["status"] != "ok":
+            rows.append({axis: value, "infeasible": rec.get("error", rec["status"]).removeprefix(
+                "ValueError: ")})
             continue
-        h = r.systems["hermes"]
-        rows.append({axis: values[i],
-                     "tokens_per_s": {k: v.tokens_per_s for k, v in {**r.systems, **r.ablations}.items()},
-                     "tokens_per_joule": {k: v.tokens_per_joule for k, v in r.systems.items()},
-                     "placed_hot_share": r.placement["hot_share"],
-                     "hot_hit_rate": h.hot_hit_rate, "ndp_utilisation": h.ndp_utilisation})
+        row = rec["result"]
+        rows.append({axis: value,
+                     "tokens_per_s": {k: row[f"{k}_tokens_per_s"] for k in SYSTEMS + ABLATIONS},
+                     "tokens_per_joule": {k: row[f"{k}_tokens_per_j"] for k in SYSTEMS},
+                     "placed_hot_share": row["hot_share"],
+                     "hot_hit_rate": row["hermes_hot_hit_rate"],
+                     "ndp_utilisation": row["hermes_ndp_utilisation"]})
     return {"axis": axis, "config": dataclasses.asdict(cfg), "points": rows,
             "backend": cfg.backend, "wall_seconds": time.perf_counter() - t0}
 

@@ -104,7 +104,7 @@ def test_a_fixed_seed_gives_the_same_results():
     assert c.as_dict()["systems"]["hermes"]["tokens_per_s"] != a.as_dict()["systems"]["hermes"]["tokens_per_s"]
 
 
-def test_sweeps_reuse_the_workload_and_force_the_hot_share():
+def test_sweeps_force_the_hot_share_and_report_infeasible_points():
     cfg = HermesConfig(model="llama2-13b", tokens=4, prompt=32, profile_tokens=8, sample_layers=1)
     sw = run_sweep(cfg, "hot_share", (0.0, 0.1), log=_quiet)
     assert [p["hot_share"] for p in sw["points"]] == [0.0, 0.1]
