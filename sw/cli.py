@@ -441,7 +441,6 @@ def _calibrate(args) -> None:
 
 def _fuzz(args) -> int:
     """``ndpdimm fuzz``: 0 when every check passed, 1 with the failing check (and its seed)."""
-    import json
     from pathlib import Path
 
     from tqdm import tqdm
@@ -467,7 +466,8 @@ def _fuzz(args) -> int:
           f"{result['per_second']:.0f} descriptors/s, {result['ndp_cycles']} NDP cycles")
     print("codes: " + ", ".join(f"{k} {v}" for k, v in sorted(result["codes"].items())))
     if args.json:
-        Path(args.json).write_text(json.dumps({"config": config.as_dict(), **result}, indent=1) + "\n")
+        from ndpdimm.sw.result_files import write_json
+        write_json({"config": config.as_dict(), **result}, args.json)
         print(f"wrote {args.json}")
     return 0
 

@@ -24,10 +24,8 @@ weight bytes per cycle against a DIMM's 102.4 B/cycle internal DRAM bandwidth,
 and the numerical error against float64 math, and writes them as JSON.
 """
 
-import json
 import math
 import time
-from pathlib import Path
 
 import torch
 
@@ -37,6 +35,7 @@ from ndpdimm.cosim.rtl.gemv import run_jobs
 from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
 from ndpdimm.hw.memory.dram import DIMM_DRAM_BYTES_PER_CYCLE
 from ndpdimm.sw.layer.model import DEFAULT_SENTENCE, load_mlp_layer
+from ndpdimm.sw.result_files import write_json
 
 __all__ = ["run_demo"]
 
@@ -145,8 +144,6 @@ def run_demo(units=16, batch=2, layer=3, sentence=DEFAULT_SENTENCE, first_token=
     log(f"simulated {stats['cycles_simulated']:,} cycles at "
         f"{result['cocotb_cycles_per_second']:,.0f} cycles/s (cocotb + Verilator)")
     if out:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
+        path = write_json(result, out)
         log(f"wrote {path}")
     return result

@@ -25,10 +25,8 @@ Cycles are the backend's: the RTL's own counts on ``rtl``, the calibrated
 performance model's predictions on ``model`` (the JSON says which).
 """
 
-import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,6 +39,7 @@ from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import Dtype
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.layer.model import DEFAULT_SENTENCE, forward_with_hook, load_mlp_layer, load_model
+from ndpdimm.sw.result_files import write_json
 
 __all__ = ["run_layer", "load_attention_head", "LAYERS", "tensor_bits", "tensor_from_bits",
            "golden_elementwise", "golden_softmax", "bit_identical"]
@@ -271,8 +270,6 @@ def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, he
     log(f"cycles: {result['source_of_cycles']}; "
         f"result check: {'every step bit-exact vs the golden model' if ok else 'MISMATCH'}")
     if json_out:
-        path = Path(json_out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
+        path = write_json(result, json_out)
         log(f"wrote {path}")
     return result

@@ -55,10 +55,8 @@ the update on the default model, against 2e-4 .. 4e-4 for FP16), not held to
 :func:`~ndpdimm.sw.scenarios.hermes.checks.tolerance`.
 """
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -70,6 +68,7 @@ from ndpdimm.sw.driver.dimm import Dimm
 
 # the golden chain of the activation unit, shared with ``run-layer``
 from ndpdimm.sw.layer.run import golden_elementwise, golden_softmax
+from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.scenarios.hermes.checks import StepResult, StepRun, golden_accumulate, tolerance
 from ndpdimm.sw.scenarios.hermes.reduced_model import (
     F16,
@@ -431,8 +430,6 @@ def run_hermes_decode(backend="model", batch: int = 2, n_dimms: int = 2, prompt_
                                                else "calibrated performance model"),
            **res.as_dict()}
     if json_out:
-        path = Path(json_out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1) + "\n")
+        path = write_json(doc, json_out)
         log(f"wrote {path}")
     return doc

@@ -36,7 +36,6 @@ on the DIMMs (otherwise nothing was checked).
 """
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -52,6 +51,7 @@ from ndpdimm.sw.kernels.expert import (
     store_expert,
     torch_expert,
 )
+from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, schedule
@@ -187,9 +187,6 @@ def trimoe_check_command(backend="rtl", out_dir="build/trimoe", seed=0, log=prin
     log(f"{r['ndp_experts_checked']} NDP expert executions, {r['ndp_bit_exact']} bit-exact; largest "
         f"layer error {r['max_relative_error']:.2e} (tolerance {r['layer_tolerance']:.2e}): "
         f"{'PASS' if r['ok'] else 'FAIL'}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "trimoe_check.json"
-    path.write_text(json.dumps(r, indent=1, default=float))
+    path = write_json(r, Path(out_dir) / "trimoe_check.json")
     log(f"wrote {path}")
     return r
