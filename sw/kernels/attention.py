@@ -16,7 +16,7 @@ import dataclasses
 import torch
 
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.kernels.base import LinearCost, check_int, check_samples
+from ndpdimm.sw.kernels.base import LinearCost, check_samples
 from ndpdimm.sw.kernels.base import Shape as _Base
 
 __all__ = ["Shape", "issue", "ndp_attention_cost"]
@@ -29,10 +29,6 @@ class Shape(_Base):
     context: int
     head_dim: int
     group: int
-
-    def __post_init__(self):
-        for name in ("context", "head_dim", "group"):
-            check_int(name, getattr(self, name))
 
     def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)

@@ -22,14 +22,23 @@ import torch
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 
-__all__ = ["Shape", "LinearCost", "fit_line", "check_samples", "check_int", "random_weights"]
+__all__ = ["Shape", "OfShape", "LinearCost", "fit_line", "check_samples", "check_int", "random_weights"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
     """One kernel invocation's shape (see the module docstring). Subclasses set ``kind`` and
-    implement :meth:`run`."""
+    implement :meth:`run`; every ``int`` field must be an int >= 1 and every ``bool`` field a
+    bool (checked here, ``ValueError`` naming the field), other checks are the subclass's."""
     kind: ClassVar[str] = ""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("int", int):
+                check_int(f.name, v)
+            elif f.type in ("bool", bool) and not isinstance(v, bool):
+                raise ValueError(f"{f.name} must be True or False, got {v!r}")
 
     def params(self) -> dict:
         """The fields as a dict, in declaration order (what results and logs write)."""
@@ -42,6 +51,19 @@ class Shape:
         """Issue the kernel's descriptor stream on ``dimm`` on synthetic data drawn from ``seed``
         (weights stored, used and freed); every result the kernel wrote, read back."""
         raise NotImplementedError
+
+
+class OfShape:
+    """``kind`` and ``params`` of an object's ``shape`` (a log entry, a draw)."""
+    shape: Shape
+
+    @property
+    def kind(self) -> str:
+        return self.shape.kind
+
+    @property
+    def params(self) -> dict:
+        return self.shape.params()
 
 
 def check_int(name: str, v, least: int = 1, what: str | None = None) -> int:

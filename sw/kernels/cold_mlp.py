@@ -22,7 +22,7 @@ import torch
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.kernels.base import Shape as _Base
-from ndpdimm.sw.kernels.base import check_int, check_samples, fit_line, random_weights
+from ndpdimm.sw.kernels.base import check_samples, fit_line, random_weights
 
 __all__ = ["Shape", "issue", "NeuronCost", "ndp_neuron_cost", "check_pool", "DTYPES"]
 
@@ -51,14 +51,10 @@ class Shape(_Base):
     gated: bool
 
     def __post_init__(self):
-        check_int("k", self.k)
-        check_pool(self.pool, self.k, "k")
-        check_int("hidden", self.hidden)
-        check_int("batch", self.batch)
+        check_pool(self.pool, self.k if isinstance(self.k, int) else 1, "k")
+        super().__post_init__()
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if not isinstance(self.gated, bool):
-            raise ValueError(f"gated must be True or False, got {self.gated!r}")
 
     def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
         """``k`` neurons drawn from the DIMM's ``pool`` on synthetic weights from ``seed``, as the

@@ -75,7 +75,6 @@ from ndpdimm.hw.memory.port import BURST_BYTES
 from ndpdimm.sw.driver.buffers import WeightBuffer
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.kernels.base import Shape as _Base
-from ndpdimm.sw.kernels.base import check_int
 from ndpdimm.sw.layer.run import golden_elementwise
 
 __all__ = ["Shape", "ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
@@ -110,8 +109,7 @@ class Shape(_Base):
     dtype: str
 
     def __post_init__(self):
-        for name in ("hidden", "ffn", "tokens"):
-            check_int(name, getattr(self, name))
+        super().__post_init__()
         if self.dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
 

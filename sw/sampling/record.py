@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from ndpdimm.sw.kernels.base import Shape
+from ndpdimm.sw.kernels.base import OfShape, Shape
 
 __all__ = ["KernelEntry", "KernelLog"]
 
 
 @dataclasses.dataclass
-class KernelEntry:
+class KernelEntry(OfShape):
     """Identical invocations of one kernel shape: how many, and the cycles charged in total."""
     shape: Shape
     count: int = 0
     cycles: float = 0.0
-
-    @property
-    def kind(self) -> str:
-        return self.shape.kind
-
-    @property
-    def params(self) -> dict:
-        return self.shape.params()
 
     @property
     def cycles_each(self) -> float:

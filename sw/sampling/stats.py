@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ndpdimm.sw.kernels.base import Shape
+from ndpdimm.sw.kernels.base import OfShape, Shape
 from ndpdimm.sw.sampling.record import KernelLog
 
 __all__ = ["Draw", "check_samples_request", "allocate", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
@@ -43,20 +43,12 @@ METHOD = ("stratified by kernel kind; within a kind, draws with probability prop
 
 
 @dataclasses.dataclass(frozen=True)
-class Draw:
+class Draw(OfShape):
     """One sampled invocation: its kernel shape, the cycles the scenario charged for it and the
     seed of its synthetic data."""
     shape: Shape
     model_cycles: float
     seed: int
-
-    @property
-    def kind(self) -> str:
-        return self.shape.kind
-
-    @property
-    def params(self) -> dict:
-        return self.shape.params()
 
 
 def _t(df: float) -> float:
