@@ -190,7 +190,7 @@ def _speedup(res: dict, e2e: bool = False) -> float:
     """TriMoE's throughput over the best baseline's: MoE decode (seconds of MoE-layer time per
     token, migration stalls included), or end-to-end with the step's non-MoE time added."""
     extra = res["_non_moe_s"] / res["_tokens"] if e2e else 0.0
-    per_token = {s: 1.0 / res[s]["throughput_tokens_per_s"] for s in (*BASELINES, "trimoe")}
+    per_token = {s: 1.0 / res[s].throughput_tokens_per_s for s in (*BASELINES, "trimoe")}
     return (min(per_token[s] for s in BASELINES) + extra) / (per_token["trimoe"] + extra)
 
 
@@ -204,7 +204,7 @@ def _headlines(runs: dict, models, batches) -> dict:
 
 def _ablation(runs: dict) -> dict:
     def gain(a, b):
-        return _gmean(r[a]["throughput_tokens_per_s"] / r[b]["throughput_tokens_per_s"] for r in runs.values())
+        return _gmean(r[a].throughput_tokens_per_s / r[b].throughput_tokens_per_s for r in runs.values())
     return {"ablation_amx_cpu": gain("trimoe_greedy_static", "gpu_ndp"),
             "ablation_refinement": gain("trimoe_static", "trimoe_greedy_static"),
             "ablation_relayout": gain("trimoe", "trimoe_static")}
@@ -292,11 +292,11 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print)
     abl = _ablation(runs)
     progress("sensitivity: " + ", ".join(SENSITIVITY) + " at the ends of their ranges")
     bars = _sensitivity(params, v, costs, progress)
-    best = {k: max(BASELINES, key=lambda s: r[s]["throughput_tokens_per_s"]) for k, r in runs.items()}
+    best = {k: max(BASELINES, key=lambda s: r[s].throughput_tokens_per_s) for k, r in runs.items()}
     ctx = {"share_ndp_best": sum(b == "gpu_ndp" for b in best.values()) / len(best),
            "speedup_by_batch": {b: _gmean(_speedup(runs[m, b]) for m in models) for b in batches},
-           "amx_by_batch": {b: _gmean(runs[m, b]["trimoe_greedy_static"]["throughput_tokens_per_s"]
-                                      / runs[m, b]["gpu_ndp"]["throughput_tokens_per_s"] for m in models)
+           "amx_by_batch": {b: _gmean(runs[m, b]["trimoe_greedy_static"].throughput_tokens_per_s
+                                      / runs[m, b]["gpu_ndp"].throughput_tokens_per_s for m in models)
                             for b in batches}}
     extra = _run({**v, "setup.batches": v["setup.curve_batches"]}, costs, False, progress,
                  tag="speed-up curve beyond the table's batches: ") if v["setup.curve_batches"] else {}
@@ -308,23 +308,23 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print)
                               explanation=_explain(key, ours[key], ctx, bars.get(key))))
 
     def domain_table(k):
-        return {d: round(runs[k]["trimoe"]["utilisation"][d] or 0.0, 3) for d in ("gpu", "cpu", "ndp")}
+        return {d: round(runs[k]["trimoe"].utilisation[d] or 0.0, 3) for d in ("gpu", "cpu", "ndp")}
 
     measured = {f"{m} @ {b}": {
         "speedup_over_best_baseline": round(_speedup(runs[m, b]), 3),
         "best_baseline": best[m, b],
-        "speedup_over_gpu_only": round(runs[m, b]["trimoe"]["throughput_tokens_per_s"]
-                                       / runs[m, b]["gpu_only"]["throughput_tokens_per_s"], 2),
-        "moe_layer_latency_ms": {s: round(runs[m, b][s]["moe_layer_latency_ms"], 3)
+        "speedup_over_gpu_only": round(runs[m, b]["trimoe"].throughput_tokens_per_s
+                                       / runs[m, b]["gpu_only"].throughput_tokens_per_s, 2),
+        "moe_layer_latency_ms": {s: round(runs[m, b][s].moe_layer_latency_ms, 3)
                                  for s in (*SYSTEMS, *VARIANTS)},
-        "throughput_tokens_per_s": {s: round(runs[m, b][s]["throughput_tokens_per_s"], 2)
+        "throughput_tokens_per_s": {s: round(runs[m, b][s].throughput_tokens_per_s, 2)
                                     for s in (*SYSTEMS, *VARIANTS)},
         "trimoe_utilisation": domain_table((m, b)),
         "trimoe_execution_share": {d: round(x, 3) for d, x in
-                                   runs[m, b]["trimoe"]["execution_share"].items()},
-        "predictor": {k: round(runs[m, b]["trimoe"]["predictor"][k], 3)
+                                   runs[m, b]["trimoe"].execution_share.items()},
+        "predictor": {k: round(runs[m, b]["trimoe"].predictor[k], 3)
                       for k in ("load_accuracy", "hot_precision", "hot_recall")},
-        "migration_stall_share": round(runs[m, b]["trimoe"]["migration_stall_share"], 4),
+        "migration_stall_share": round(runs[m, b]["trimoe"].migration_stall_share, 4),
         "non_moe_ms_per_step": round(runs[m, b]["_non_moe_s"] * 1e3, 3)}
         for m in models for b in batches}
     vs_gpu = [x["speedup_over_gpu_only"] for x in measured.values()]

@@ -16,35 +16,10 @@ from ndpdimm.sw.scenarios.base import Result, RunContext, cost_dimm
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.config import SYSTEMS, TriMoeConfig
 from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+from ndpdimm.sw.scenarios.trimoe.simulate import SystemResult, simulate
 from ndpdimm.sw.scenarios.trimoe.workload import make_traces
 
 __all__ = ["TriMoeConfig", "SYSTEMS", "SystemResult", "TriMoeResult", "run"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SystemResult(Result):
-    """One system's run (``simulate.py`` describes each figure)."""
-    system: str
-    moe_layer_latency_ms: float
-    moe_layer_latency_p99_ms: float
-    step_moe_time_ms: float
-    throughput_tokens_per_s: float | None
-    utilisation: dict                    # domain -> busy time / capacity time (None: unused)
-    executions: dict                     # gpu_hit, gpu_miss, cpu, ndp: routed expert executions
-    execution_share: dict
-    gpu_hit_rate: float | None
-    gpu_slots_per_layer: int
-    migration_seconds: dict
-    migration_stall_share: float
-    migration_ndp_share: float
-    migration_counts: dict
-    scheduler: dict
-    ndp_contention_slowdown_mean: float
-    placement: list                      # per step: domain code per expert of the first layer
-    predictor: dict
-    initial_layout: str | None           # trimoe: the initial layout plan chosen
-    speedup_vs_gpu_only: float | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,9 +95,9 @@ def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
     rtl_samples = ctx.rtl_check(core)
     base = summaries.get("gpu_only")
     systems = {
-        name: SystemResult(**r, speedup_vs_gpu_only=(
-            base["moe_layer_latency_ms"] / r["moe_layer_latency_ms"]
-            if base and r["moe_layer_latency_ms"] else None))
+        name: dataclasses.replace(r, speedup_vs_gpu_only=(
+            base.moe_layer_latency_ms / r.moe_layer_latency_ms
+            if base and r.moe_layer_latency_ms else None))
         for name, r in summaries.items()}
     return TriMoeResult(
         config=cfg, model=model, hardware=hw,

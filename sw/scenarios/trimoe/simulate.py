@@ -74,12 +74,37 @@ import dataclasses
 import numpy as np
 
 from ndpdimm.sw.kernels.expert import Shape as ExpertShape
-from ndpdimm.sw.scenarios.base import Tally
+from ndpdimm.sw.scenarios.base import Result, Tally
 from ndpdimm.sw.scenarios.trimoe.config import DOMAINS
 from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, InfeasibleSchedule, schedule
 
-__all__ = ["simulate", "SystemTally"]
+__all__ = ["simulate", "SystemTally", "SystemResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemResult(Result):
+    """One system's run (``simulate.py`` describes each figure)."""
+    system: str
+    moe_layer_latency_ms: float
+    moe_layer_latency_p99_ms: float
+    step_moe_time_ms: float
+    throughput_tokens_per_s: float | None
+    utilisation: dict                    # domain -> busy time / capacity time (None: unused)
+    executions: dict                     # gpu_hit, gpu_miss, cpu, ndp: routed expert executions
+    execution_share: dict
+    gpu_hit_rate: float | None
+    gpu_slots_per_layer: int
+    migration_seconds: dict
+    migration_stall_share: float
+    migration_ndp_share: float
+    migration_counts: dict
+    scheduler: dict
+    ndp_contention_slowdown_mean: float
+    placement: list                      # per step: domain code per expert of the first layer
+    predictor: dict
+    initial_layout: str | None           # trimoe: the initial layout plan chosen
+    speedup_vs_gpu_only: float | None = None   # set by the run, against its gpu_only system
 
 
 @dataclasses.dataclass
@@ -124,11 +149,11 @@ _CODE = {None: 0, "gpu_hit": 1, "gpu_miss": 2, "cpu": 3, "ndp": 4}
 
 
 def simulate(system: str, cfg, model, hw, costs, profile, run, progress=None, timeline=None,
-             kernels=None) -> dict:
+             kernels=None) -> "SystemResult":
     """One system over the run loads ``run`` [steps, layers, experts] (see the module docstring),
     ``cfg`` a :class:`~ndpdimm.sw.scenarios.trimoe.config.TriMoeConfig`, ``costs`` the
-    :class:`~ndpdimm.sw.scenarios.trimoe.costs.DomainCosts`; its summary (a dict of the
-    :class:`~ndpdimm.sw.scenarios.trimoe.scenario.SystemResult` fields but the speed-up).
+    :class:`~ndpdimm.sw.scenarios.trimoe.costs.DomainCosts`; its :class:`SystemResult` (the
+    speed-up over ``gpu_only`` is the run's to set).
     ``timeline``: the run's schedule is laid on it as process ``TriMoE <system>``; ``kernels``
     gets every NDP expert execution of the measured run, each with the uncontended cycles of
     its cost (``--rtl-samples``)."""
@@ -187,9 +212,8 @@ def simulate(system: str, cfg, model, hw, costs, profile, run, progress=None, ti
         _step(system, cfg, model, costs, state, devices, run[s], tally, predictor, s, learn=True)
         if progress:
             progress(system, s + 1, run.shape[0])
-    out = _summary(system, cfg, model, tally, predictor, slots, run)
-    out["initial_layout"] = plan
-    return out
+    return SystemResult(**_summary(system, cfg, model, tally, predictor, slots, run),
+                        initial_layout=plan)
 
 
 def _localize_cold(costs, state, devices, layer, ema):

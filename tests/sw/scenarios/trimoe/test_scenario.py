@@ -318,13 +318,13 @@ def test_refinement_and_dynamic_layout_switches(small_model, small_costs, small_
     cfg = _cfg(small_model, refinement=(), dynamic_layout=False)
     profile, run, _ = make_traces(cfg, model)
     for system in SYSTEMS:
-        out = simulate(system, cfg, model, hw, small_costs, profile, run)
+        out = simulate(system, cfg, model, hw, small_costs, profile, run).as_dict()
         assert out["scheduler"]["iterations_max"] == 0
         counts = out["migration_counts"]
         assert counts["relayouts_in_task"] == counts["relayouts_back"] == counts["rebalance_moves"] == 0
     refined = small_run.as_dict()["systems"]["trimoe"]
     assert refined["scheduler"]["iterations_max"] > 0            # the default refines
-    again = simulate("trimoe", _cfg(small_model), model, hw, small_costs, profile, run)
+    again = simulate("trimoe", _cfg(small_model), model, hw, small_costs, profile, run).as_dict()
     assert again["moe_layer_latency_ms"] == refined["moe_layer_latency_ms"]
 
 
@@ -352,5 +352,5 @@ def test_a_layer_whose_reads_cannot_be_withdrawn_keeps_the_first_schedule():
     cfg = TriMoeConfig(batch=64, steps=2, profile_steps=4, sample_layers=1, units=16,
                        act_lanes=16, hot_mass=0.3, systems=("trimoe",))
     profile, run, _ = make_traces(cfg, model)
-    out = simulate("trimoe", cfg, model, hw, costs, profile, run)
+    out = simulate("trimoe", cfg, model, hw, costs, profile, run).as_dict()
     assert out["moe_layer_latency_ms"] > 0
