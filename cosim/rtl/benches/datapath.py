@@ -38,8 +38,9 @@ from ndpdimm.cosim.dram.model import DramModel
 from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks, steady_state
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec, merge_stats
+from ndpdimm.cosim.rtl.benches.streams import merge_stats
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.gemv.datapath import gemv_datapath_from_config
