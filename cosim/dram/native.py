@@ -1,6 +1,6 @@
 """The C++ DRAM model of the fast harness, behind the Python API of ``cosim/dram/model.py``.
 
-What it is. ``cosim/harness/dram_model.{h,cpp}`` is a C++17 port (standard library
+What it is. ``cosim/dram/cpp/dram_model.{h,cpp}`` is a C++17 port (standard library
 only) of ``SparseStore`` and ``TimingChecker`` from ``ndpdimm.cosim.dram.model``,
 for the fast RTL harness, where a Verilated NdpCore runs "until idle" in C++ and
 must not call into Python per DRAM command. It follows ``cosim/dram/model.py``
@@ -283,7 +283,7 @@ def _int64_fields(obj, names, what):
 # --- the classes ------------------------------------------------------------
 
 class SparseStore:
-    """``cosim.dram_model.SparseStore`` in C++ (same constructor, methods and errors)."""
+    """``cosim.dram.model.SparseStore`` in C++ (same constructor, methods and errors)."""
 
     def __init__(self, capacity_bytes: int, page_bytes: int = 4096):
         check_store_args(capacity_bytes, page_bytes)
@@ -340,7 +340,7 @@ class SparseStore:
 
 
 class TimingChecker:
-    """``cosim.dram_model.TimingChecker`` in C++ (same constructor, methods and errors)."""
+    """``cosim.dram.model.TimingChecker`` in C++ (same constructor, methods and errors)."""
 
     def __init__(self, org: DramOrganization, timing: DramTiming):
         self.org, self.timing = check_org_timing(org, timing)

@@ -126,7 +126,7 @@ BER    RTL goodput (CRC errors /   model     model runs: mean, median    mean vs
 The RTL figure at 1e-6 is exactly one replay in the window: 91.9 cycles lost, the model's
 92.4. Margin, where the RTL saw at least 5 CRC errors (1e-5, 3e-5, 1e-4): the model's mean
 over runs within 10 % of the RTL's figure, and the RTL's figure inside the model's 5..95 %
-band. Six more RTL runs per BER (the same bench, seeds 101..106: ``cosim.bench_link._run(
+band. Six more RTL runs per BER (the same bench, seeds 101..106: ``ndpdimm.bench.link._run(
 "stream_test", {"packets_ab": 60, "packets_ba": 0, "words": 32, "ber": ber}, seed)``, not in
 the JSON) give 0.52..0.83 at 1e-5, 0.42..0.68 at 3e-5 and 0.064..0.127 at 1e-4; against the
 means of all seven (0.725, 0.545, 0.100) the model's mean over runs is +3.7 %, -12.3 % and

@@ -20,7 +20,7 @@ The procedure (``docs/perf_model.md`` has the rationale and the measured figures
    cycle, the counter increments, and the wall time of the RTL run. Also measured directly: the
    dispatch gap between back-to-back descriptors, the host pass-through
    latencies, and the busy-counter offsets.
-3. The parameters in ``perf_model.FITTED`` are fitted to the calibration
+3. The parameters in ``cosim.model.perf.FITTED`` are fitted to the calibration
    points only, by least squares on the relative error (``scipy``'s bounded
    trust-region solver from several starts). The DRAM-bound path's two
    parameters (``stream_efficiency``, ``open_penalty``) are not reachable with
@@ -225,7 +225,7 @@ def _held_out_set():
 
 # --- sequences: host traffic and refresh debt (several driver calls each) -----------------------
 
-#: ``POLICY`` register values by name (``hw/dram_controller.POLICIES`` gives the codes).
+#: ``POLICY`` register values by name (``hw/memory/controller.POLICIES`` gives the codes).
 POLICIES = {name: code for code, name in enumerate(DRAM_POLICIES)}
 
 

@@ -71,7 +71,7 @@ CXX_OPT_FAST = "-O1"
 #: module: a VPI-writable signal counts as an input, so with the reset flops of
 #: ``cosim/rtl/core_top.py``'s wrapper public, all logic behind them was re-evaluated at every
 #: ``eval()`` (Verilator's ``ico`` region) and the 16-unit core ran a third slower
-#: under cocotb (9.8 k against 14.4 k cycles/s on the RTL of the time, ``bench_cosim``).
+#: under cocotb (9.8 k against 14.4 k cycles/s on the RTL of the time, ``bench/speed.py``).
 PUBLIC_VLT_LINE = 'public_flat_rw -module "{toplevel}" -var "{port}"\n'
 
 

@@ -353,7 +353,7 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
 
     ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` Verilator's options
     (default :data:`VERILATOR_OPT`; e.g. ``()``, ``("--flatten",)``, ``("--threads", "2")``):
-    build options ``bench_cosim`` compares.
+    build options ``bench/speed.py`` compares.
     ``n_cores`` > 1 builds that many cores joined by DIMM-Link (``cosim/rtl/system_top.py``; the
     configuration needs ``link=True``).
     """

@@ -20,7 +20,7 @@ Every DRAM command is timing-checked by ``DramDevice``.
 Whole sequences, each step a descriptor, the operands never leaving the chip
 between steps, checked at the end against a Python mirror of the SRAM to which
 the golden model applied the same steps (``GemvJob`` for GEMVs,
-``cosim.act_program.apply`` for activation descriptors), bit for bit:
+``cosim.golden.act_program.apply`` for activation descriptors), bit for bit:
 
 * ``mlp_block``: a gated (SwiGLU) MLP - up and gate GEMVs, SiLU, FP32 -> FP16,
   multiply, down GEMV, convert - and a ReLU MLP (up, ReLU, down);

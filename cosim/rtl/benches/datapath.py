@@ -5,7 +5,7 @@ What runs is the real RTL of ``hw/gemv/datapath.py`` against ``DramDevice``
 For each job the bench
 
 1. writes the weights into the DRAM model in the streamer's layout
-   (``cosim/weight_layout``) and, for a gather, the index list into DRAM;
+   (``cosim/gemv/weight_layout.py``) and, for a gather, the index list into DRAM;
 2. copies the index list into the SRAM with the DMA engine (a real DMA
    descriptor, status checked);
 3. sends the weight-streamer descriptor and the GEMV engine command, feeds the
@@ -448,7 +448,7 @@ async def jobs_from_env(dut):
 
 @cocotb.test()
 async def run_job_file(dut):
-    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``gemv_rtl.run_jobs(..., from_dram=True)``):
+    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``cosim.rtl.gemv.run_jobs(..., from_dram=True)``):
     weights from DRAM, each checked bit-exactly; save outputs, cycles and DRAM figures."""
     job_file = os.environ.get("GEMV_JOB_FILE")
     if not job_file:
