@@ -40,7 +40,7 @@ PROG = "python -m ndpdimm.bench.cycle_identity"
 
 def run(config: CoreConfig, command: str, progress: bool = True) -> dict:
     """Every calibration and held-out point of ``config`` in one harness process; the result."""
-    from ndpdimm.cosim.rtl.harness import build_harness
+    from ndpdimm.cosim.rtl.harness_build import build_harness
     sets = calibrate.point_sets(config)
     points = sets["calibration"] + sets["held_out"]
     build = build_harness(config, progress=progress)

@@ -90,11 +90,11 @@ def system_figures(relayout_block=2048, relayout_blocks=16) -> dict:
         env = {"LINK_STATS": str(stats), "RELAYOUT_BLOCK": relayout_block,
                "RELAYOUT_BLOCKS": relayout_blocks}
         result = rtl_build.run(LINK_SYSTEM_TOP, LINK_SYSTEM_FACTORY, SYSTEM_PARAMS, SYSTEM_BENCH,
-                               testcase=["link_timing_against_model", "relayout_round_trip_cycles"],
+                               testcase=["link_timing_against_model", "relayout_round_trip"],
                                seed=1, extra_env=env, echo_log=False)
         result.check()
         figures = json.loads(stats.read_text())
-    rtl = figures["relayout_round_trip_cycles"]
+    rtl = figures["relayout_round_trip"]
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
     model = relayout_round_trip_cycles(SYSTEM_PARAMS["n_cores"], relayout_block, relayout_blocks,
                            CoreConfig(link=True, **params))

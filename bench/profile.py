@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     config = workload_config(parser, args)          # a bad value stops here, before any run
     _check_perf()
-    from ndpdimm.cosim.rtl.harness import build_harness
+    from ndpdimm.cosim.rtl.harness_build import build_harness
     lib = build_harness(config)                 # <build dir>/obj/<shared library>
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "perf.data"

@@ -58,7 +58,7 @@ from ndpdimm.hw.descriptors import Opcode
 __all__ = ["RecordingBackend", "workload", "run_bench", "rerun_model", "main"]
 
 #: (name, g++ OPT_FAST, Verilator flags) compared by --build-options; the first is the default
-#: (``rtl_harness.CXX_OPT`` / ``VERILATOR_OPT``).
+#: (``cosim.rtl.harness_build.CXX_OPT`` / ``VERILATOR_OPT``).
 BUILD_OPTIONS = (
     ("cxx -Os, verilator -O3 (default)", "-Os", ("-O3",)),
     ("cxx -O1 (the earlier default)", "-O1", ()),
@@ -198,7 +198,8 @@ def _speed(cycles, seconds):
 
 
 def measure_harness(config: CoreConfig, scale: int, **backend_kwargs) -> dict:
-    from ndpdimm.cosim.rtl.harness import RtlBackend, build_record
+    from ndpdimm.cosim.rtl.harness import RtlBackend
+    from ndpdimm.cosim.rtl.harness_build import build_record
     from ndpdimm.sw.driver.dimm import Dimm
     rec = RecordingBackend(RtlBackend(config, **backend_kwargs))
     dimm = Dimm(rec)
@@ -242,7 +243,7 @@ def measure_cocotb(config: CoreConfig, rec: RecordingBackend, out_dir: Path, wra
     compiled with the harness's options (``cxx_opt`` / ``extra_flags``, default the harness's
     defaults), so both run the same C++ model of the same Verilog."""
     from ndpdimm.cosim.rtl import build as rtl_build
-    from ndpdimm.cosim.rtl.harness import CXX_OPT, VERILATOR_OPT
+    from ndpdimm.cosim.rtl.harness_build import CXX_OPT, VERILATOR_OPT
     out_dir.mkdir(parents=True, exist_ok=True)
     blob = out_dir / "replay.bin"
     blob.write_bytes(bytes(rec.blob))

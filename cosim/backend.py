@@ -43,7 +43,7 @@ COUNTER_REGISTERS = ("CYCLES", "GEMV_BUSY_CYCLES", "ACT_BUSY_CYCLES", "DMA_BUSY_
 
 @dataclass(frozen=True)
 class CoreConfig:
-    """Build parameters of one NDP core (the arguments of ``hw.ndp_core.NdpCore``).
+    """Build parameters of one NDP core (the arguments of ``hw.core.ndp_core.NdpCore``).
 
     ``dram_config`` is a DRAM TOML file (``hw/configs/``); ``None`` is the SPEC's
     DDR4-3200 organisation and timing. The defaults are the SPEC's reference

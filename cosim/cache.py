@@ -7,7 +7,7 @@ Everything that is expensive to make and keyed by a content hash lives under one
 folder reuses the Verilator builds of every other one. One sub-folder per kind (:data:`KINDS`):
 
 - ``rtl``: cocotb Verilator builds (``cosim/rtl/build.py``; ``$NDPDIMM_RTL_BUILD_ROOT`` overrides);
-- ``harness``: the fast harness libraries, the RTL backend (``cosim/rtl/harness.py``;
+- ``harness``: the fast harness libraries, the RTL backend (``cosim/rtl/harness_build.py``;
   ``$NDPDIMM_HARNESS_BUILD_ROOT`` overrides);
 - ``native``: the C++ DRAM model library (``cosim/dram/native.py``; ``$NDPDIMM_NATIVE_BUILD_ROOT``
   overrides);
@@ -18,8 +18,10 @@ folder reuses the Verilator builds of every other one. One sub-folder per kind (
   the ``cosim/rtl/`` sources.
 
 Sharing is safe: every build directory is named by a hash of what decides it and is made
-under a per-hash file lock (``fcntl.flock``) in the same folder, so processes in different
-working folders build each thing once. Command *results* (``--out-dir build/hermes``, ...)
+by :func:`cached_build` under a per-hash file lock (``fcntl.flock``) in the same folder, with a
+done marker written last, so processes in different working folders build each thing once
+and never use a half-made build. The four builders (cocotb Verilator builds, harness
+libraries, the native DRAM model, Yosys runs) all go through it. Command *results* (``--out-dir build/hermes``, ...)
 are not caches and stay where the command writes them.
 
 A root that cannot be created or written raises :class:`CacheDirError` naming the folder and
@@ -28,19 +30,25 @@ the variable that chose it. ``ndpdimm cache`` shows the root and the size of eac
 (it holds a ``CACHEDIR.TAG``, which also keeps backup tools out of it).
 """
 
+import contextlib
+import fcntl
+import json
 import os
 import shutil
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["CACHE_ENV", "KINDS", "OVERRIDES", "CacheDirError", "cache_root", "writable_dir",
-           "build_cache_dir", "kind_dirs", "tree_bytes", "format_bytes", "clear_cache", "cache_report"]
+           "build_cache_dir", "kind_dirs", "tree_bytes", "format_bytes", "clear_cache", "cache_report",
+           "DONE_MARKER", "file_lock", "cached_build"]
 
 #: Environment variable choosing the cache root.
 CACHE_ENV = "NDPDIMM_CACHE"
 #: The kinds of cache under the root: sub-folder -> what it holds.
 KINDS = {
     "rtl": "cocotb Verilator builds (cosim/rtl/build.py)",
-    "harness": "fast harness libraries of the RTL backend (cosim/rtl/harness.py)",
+    "harness": "fast harness libraries of the RTL backend (cosim/rtl/harness_build.py)",
     "native": "C++ DRAM model library (cosim/dram/native.py)",
     "synth": "Yosys runs and netlists (synth/)",
     "calibration": "raw RTL runs of ndpdimm calibrate (--refit)",
@@ -104,6 +112,58 @@ def build_cache_dir(kind: str) -> Path:
     if override and os.environ.get(override):
         return writable_dir(Path(os.environ[override]).expanduser().resolve(), f"${override}")
     return writable_dir(_ensure_root() / kind, _root_variable())
+
+
+#: The file a finished build folder holds, written last (a JSON record of the build).
+DONE_MARKER = "build.done.json"
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """Hold an exclusive ``fcntl.flock`` on ``path`` (created, with its folder) for the block:
+    processes, also in other working folders, that lock the same path wait in turn."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def cached_build(kind: str, key: str, build: Callable[[Path], dict | None], *, root=None,
+                 marker: str = DONE_MARKER) -> Path:
+    """The folder ``<root>/<key>`` holding a finished build; ``build`` makes it if it is missing.
+
+    ``root`` is the folder of cache ``kind`` (:func:`build_cache_dir`) unless given (a builder's
+    ``build_root=`` argument); ``key`` names what decides the build (``<name>-<hash>``, may have
+    a sub-folder). A folder holding ``marker`` is finished and is returned at once. Otherwise,
+    under the file lock ``.<last part of key>.lock`` beside the folder (so parallel builders of
+    one key build once): if another process finished it meanwhile it is returned; a folder left
+    by an interrupted or failed build is removed; the folder is made and ``build(folder)``
+    fills it. Its return value, a JSON-able record, is written as ``marker`` last (atomically);
+    ``None`` means ``build`` made ``marker`` itself (e.g. a library renamed into place). An
+    exception from ``build`` leaves the folder, without its marker, for inspection.
+    """
+    root = Path(root).resolve() if root is not None else build_cache_dir(kind)
+    folder = root / key
+    done = folder / marker
+    if done.exists():
+        return folder
+    with file_lock(folder.parent / f".{folder.name}.lock"):
+        if done.exists():                   # another process finished it while we waited
+            return folder
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        record = build(folder)
+        if record is not None:
+            tmp = folder / f".{marker}.{uuid.uuid4().hex}.tmp"
+            tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
+            os.replace(tmp, done)
+        elif not done.exists():
+            raise RuntimeError(f"the {kind} build of {key} in {folder} finished without its {marker}")
+    return folder
 
 
 def kind_dirs() -> dict:

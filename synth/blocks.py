@@ -1,7 +1,7 @@
 """The blocks `make synth` reports: one registry entry each, with the parameters they are built with.
 
 Each :class:`Block` names an elaboration factory (``"module:function"`` with
-JSON-able keyword arguments, elaborated by ``cosim/rtl_build.elaborate`` in a
+JSON-able keyword arguments, elaborated by ``cosim/rtl/build.py:elaborate`` in a
 child Python, as the simulation builds do) and the Verilog top module. Blocks
 that do not exist in ``hw/`` yet have no factory: the report lists them as
 "not built yet"; adding one later is one entry here (a factory and a top).

@@ -60,7 +60,8 @@ prints nothing here, so ``-l`` keeps a log and the statistics come from
 
 Caching: a run directory is named by a hash of its Verilog (Amaranth's
 ``src`` attributes removed), the script, the Liberty's hash and the Yosys
-version; a directory with ``result.json`` is reused.
+version, and made by ``cosim.cache.cached_build`` (a per-run file lock, ``result.json``
+written last as its done marker); a directory with ``result.json`` is reused.
 
 Critical path: ABC's own timing report (``stime``) is not visible through
 yowasp, and Yosys' ``sta`` needs real cell delays (the ADK's Verilog models
@@ -84,6 +85,8 @@ import sys
 import time
 from pathlib import Path
 
+from ndpdimm.cosim.cache import build_cache_dir, cached_build
+from ndpdimm.cosim.rtl.build import SRC_ATTRIBUTE
 from ndpdimm.synth.liberty import load_library
 from ndpdimm.synth.sram_macro import macro_area_um2, macros_from_yosys_json
 
@@ -108,7 +111,6 @@ CLOCK_GATE_MIN_FFS = 8
 #: Generic Yosys flip-flop / latch cell types.
 GENERIC_FF = re.compile(r"^\$_(DFF|DFFE|SDFF|SDFFE|SDFFCE|ALDFF|ALDFFE|DFFSR|DFFSRE|DLATCH|SR)_")
 
-_SRC_ATTRIBUTE = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
 _LTP = re.compile(r"Longest topological path in (\S+) \(length=(\d+)\)")
 
 
@@ -118,7 +120,6 @@ class YosysError(RuntimeError):
 
 def synth_root() -> Path:
     """``<cache root>/synth``: the shared build cache of ``cosim/cache.py``."""
-    from ndpdimm.cosim.cache import build_cache_dir
     return build_cache_dir("synth")
 
 
@@ -370,7 +371,7 @@ def identical_modules(mods: dict) -> dict:
             raise YosysError(f"module {name} instantiates itself")
         text, children = mods[name]
         reps = {c: representative(c, stack + (name,)) for c in children}
-        key = _canonical_auto_names(_SRC_ATTRIBUTE.sub("", _retarget(text, name, "MODULE", reps)))
+        key = _canonical_auto_names(SRC_ATTRIBUTE.sub("", _retarget(text, name, "MODULE", reps)))
         rep_of[name] = by_key.setdefault(key, name)
         return rep_of[name]
     for name in mods:
@@ -436,43 +437,42 @@ def _run(root: Path, lib, lib_rel: str, label: str, top, text: str, flatten: boo
     """One Yosys process on ``text`` (cached by its hash); its ``_collect`` result."""
     probe = yosys_script(top, "RUN", lib_rel, flatten)
     h = hashlib.sha256()
-    for part in (_SRC_ATTRIBUTE.sub("", text), probe, ABC_CONSTRAINTS, lib.sha256,
+    for part in (SRC_ATTRIBUTE.sub("", text), probe, ABC_CONSTRAINTS, lib.sha256,
                  yosys_version(), f"full abc up to {full_abc_max_cells} generic gates"):
         h.update(part.encode())
         h.update(b"\0")
     run_rel = Path("runs") / f"{label}-{h.hexdigest()[:16]}"
-    run = root / run_rel
-    result_file = run / "result.json"
-    if result_file.exists():
-        result = json.loads(result_file.read_text())
+    fresh = []
+
+    def make(run: Path) -> dict:
+        (run / "design.v").write_text(text)
+        (run / "abc.constr").write_text(ABC_CONSTRAINTS)
+        t0 = time.monotonic()
+        for phase in ("generic", "mapping"):
+            full_abc = (_full_abc_modules(run, module_names, full_abc_max_cells)
+                        if phase == "mapping" else ())
+            script = yosys_script(top, run_rel.as_posix(), lib_rel, flatten,
+                                  full_abc).split(MAPPING_SPLIT)[phase == "mapping"]
+            (run / f"{phase}.ys").write_text(script)
+            rel = run_rel.as_posix()
+            proc = subprocess.run(_yosys_command() + ["-q", "-l", f"{rel}/{phase}.log",
+                                                      "-s", f"{rel}/{phase}.ys"],
+                                  cwd=root, capture_output=True, text=True)
+            if proc.returncode:
+                log_file = run / f"{phase}.log"
+                log_tail = log_file.read_text()[-3000:] if log_file.exists() else ""
+                raise YosysError(f"yosys failed on {label}, {phase} phase (exit {proc.returncode}) "
+                                 f"in {run}:\n{proc.stderr[-2000:]}{log_tail}")
+        fresh.append(run)
+        return {"seconds": time.monotonic() - t0, "run_dir": str(run_rel),
+                "modules": _collect(run, lib, module_names)}
+
+    run = cached_build("synth", run_rel.as_posix(), make, root=root, marker="result.json")
+    result = json.loads((run / "result.json").read_text())
+    if not fresh:
         # the module set of the whole design decides what counts as a submodule: re-collect
         result["modules"] = _collect(run, lib, module_names)
-        result["cached"] = True
-        return result
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "design.v").write_text(text)
-    (run / "abc.constr").write_text(ABC_CONSTRAINTS)
-    t0 = time.monotonic()
-    for phase in ("generic", "mapping"):
-        full_abc = (_full_abc_modules(run, module_names, full_abc_max_cells)
-                    if phase == "mapping" else ())
-        script = yosys_script(top, run_rel.as_posix(), lib_rel, flatten,
-                              full_abc).split(MAPPING_SPLIT)[phase == "mapping"]
-        (run / f"{phase}.ys").write_text(script)
-        rel = run_rel.as_posix()
-        proc = subprocess.run(_yosys_command() + ["-q", "-l", f"{rel}/{phase}.log",
-                                                  "-s", f"{rel}/{phase}.ys"],
-                              cwd=root, capture_output=True, text=True)
-        if proc.returncode:
-            log_file = run / f"{phase}.log"
-            log_tail = log_file.read_text()[-3000:] if log_file.exists() else ""
-            raise YosysError(f"yosys failed on {label}, {phase} phase (exit {proc.returncode}) "
-                             f"in {run}:\n{proc.stderr[-2000:]}{log_tail}")
-    seconds = time.monotonic() - t0
-    result = {"seconds": seconds, "run_dir": str(run_rel),
-              "modules": _collect(run, lib, module_names)}
-    result_file.write_text(json.dumps(result, indent=1))
-    result["cached"] = False
+    result["cached"] = not fresh
     return result
 
 

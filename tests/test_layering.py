@@ -4,7 +4,10 @@ Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
 
 * ``ndpdimm.hw`` (the RTL) imports nothing of ours but ``ndpdimm.hw``;
 * ``ndpdimm.cosim`` (golden model, RTL harness, performance model, DRAM and link
-  models) imports ``hw`` and itself;
+  models) imports ``hw`` and itself; inside it the models the RTL is checked against sit
+  below the RTL and the performance model: ``cosim.golden``, ``cosim.gemv``, ``cosim.dram``
+  and ``cosim.link`` import ``hw``, each other and ``cosim``'s top-level modules
+  (``backend``, ``cache``, ...), never ``cosim.rtl``, ``cosim.model`` or the rest;
 * ``ndpdimm.synth`` imports ``hw`` and ``cosim`` (the Verilog elaboration helpers);
 * ``ndpdimm.sw.driver`` (the host driver) imports ``hw`` and ``cosim`` (the backends);
 * the rest of ``ndpdimm.sw`` (scenarios, sweeps, real-layer runs) reaches ``cosim``
@@ -21,27 +24,43 @@ scenario, the sampled co-simulation and the calibration's streams (``sw/sampling
 kernels only through ``sw/kernels`` and import no scenario, no scenario package imports another,
 and the modules the scenarios share (catalogue, GPU model, energy catalogue, run context)
 import none of them. Across the whole of ``ndpdimm.sw`` no module imports an underscore
-(private) name of another module, and nothing outside ``sw/driver`` reaches past the driver
-into ``dimm.backend``.
+name of another module (the rule below), and nothing outside ``sw/driver`` reaches past the
+driver into ``dimm.backend``.
 
-Every import counts, including the lazy ones inside functions. The few deliberate
-exceptions are listed in ``EXCEPTIONS`` with their reason.
+Every import counts, including the lazy ones inside functions and those under
+``TYPE_CHECKING``. The few deliberate exceptions are listed in ``EXCEPTIONS`` with their reason.
+
+In ``ndpdimm.cosim``, ``ndpdimm.synth`` and ``ndpdimm.sw`` no module uses another module's private
+(underscore) name: not by importing it (``from ..build import _file_lock``; a private module
+is imported only inside its own package) nor through an imported module
+(``model._is_int``). What two modules share is public, documented API.
 """
 
 import ast
 import importlib
 import importlib.util
 import pkgutil
+from pathlib import Path
 
 import pytest
 
 TOPS = ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth", "ndpdimm.sw", "ndpdimm.bench")
 ANY = ("ndpdimm",)
+#: cosim's sub-packages below ``cosim.rtl`` and ``cosim.model``: the models the RTL is checked
+#: against, which the RTL benches and the performance model build on
+COSIM_LOWER = ("ndpdimm.cosim.golden", "ndpdimm.cosim.gemv", "ndpdimm.cosim.dram", "ndpdimm.cosim.link")
+#: cosim's top-level modules (``backend``, ``cache``, ``timeline``, ...), usable from every part
+COSIM_TOP_MODULES = tuple(
+    f"ndpdimm.cosim.{p.stem}" for p in sorted((Path(__file__).resolve().parents[1] / "cosim").glob("*.py"))
+    if p.stem != "__init__")
+#: packages in which no module uses another module's private name
+NO_PRIVATE_USE = ("ndpdimm.cosim", "ndpdimm.synth", "ndpdimm.sw")
 
 #: (module prefix, import prefixes it may use); the longest matching prefix applies
 RULES = (
     ("ndpdimm.hw", ("ndpdimm.hw",)),
     ("ndpdimm.cosim", ("ndpdimm.hw", "ndpdimm.cosim")),
+    *((lower, ("ndpdimm.hw",) + COSIM_LOWER + COSIM_TOP_MODULES) for lower in COSIM_LOWER),
     ("ndpdimm.synth", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth")),
     ("ndpdimm.sw.driver", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.sw.driver")),
     # cosim.timeline: the one Chrome-trace/Perfetto writer, shared by the scenarios' timelines
@@ -80,8 +99,8 @@ def rule_for(module: str) -> tuple:
     return dict(RULES)[best]
 
 
-def imports_of(source: str, module: str, is_package: bool) -> list:
-    """Every ``ndpdimm`` module or name a source imports, relative imports resolved."""
+def bindings_of(source: str, module: str, is_package: bool) -> list:
+    """``(line, local name, full name)`` of every import in ``source``, relative imports resolved."""
     package = module if is_package else module.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -93,10 +112,19 @@ def imports_of(source: str, module: str, is_package: bool) -> list:
                 target = base + ("." + node.module if node.module else "")
             else:
                 target = node.module or ""
-            found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+            found += [(node.lineno, a.asname or a.name, f"{target}.{a.name}") for a in node.names]
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
-    return [(line, name) for line, name in found if name.startswith("ndpdimm.")]
+            found += [(node.lineno, a.asname or a.name.partition(".")[0],
+                       a.name if a.asname else a.name.partition(".")[0]) for a in node.names
+                      if a.asname or "." not in a.name] + \
+                     [(node.lineno, None, a.name) for a in node.names if not a.asname and "." in a.name]
+    return found
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list:
+    """Every ``ndpdimm`` module or name a source imports, relative imports resolved."""
+    return [(line, name) for line, _, name in bindings_of(source, module, is_package)
+            if name.startswith("ndpdimm.")]
 
 
 def _allowed(name: str, prefixes) -> bool:
@@ -105,6 +133,32 @@ def _allowed(name: str, prefixes) -> bool:
 
 def forbidden_for(module: str) -> tuple:
     return tuple(p for m, ps in FORBIDDEN if module == m or module.startswith(m + ".") for p in ps)
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def private_uses(source: str, module: str, is_package: bool) -> list:
+    """``[(line, name)]``: another module's private name that ``source`` imports (a private
+    module outside its own package included) or reaches through a name it imported
+    (``alias._name``)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for line, name in imports_of(source, module, is_package):
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            owner = ".".join(parts[:i])
+            if _private(part) and not (package == owner or package.startswith(owner + ".")):
+                found.append((line, name))
+                break
+    imported = {local: name for _, local, name in bindings_of(source, module, is_package)
+                if local and name.startswith("ndpdimm.")}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in imported and _private(node.attr):
+            found.append((node.lineno, f"{imported[node.value.id]}.{node.attr}"))
+    return found
 
 
 def violations(sources: dict) -> list:
@@ -119,19 +173,8 @@ def violations(sources: dict) -> list:
             if any(m == module and _allowed(name, (p,)) for m, p in EXCEPTIONS):
                 continue
             bad.append((module, line, name))
-    return bad
-
-
-def private_imports(sources: dict, prefix: str = "ndpdimm.sw") -> list:
-    """``[(module, line, imported name)]``: underscore names one module of ``prefix`` imports from
-    another module (``from m import _x``; ``import m as _alias`` is a local name, allowed)."""
-    bad = []
-    for module, (source, is_package) in sorted(sources.items()):
-        if not (module == prefix or module.startswith(prefix + ".")):
-            continue
-        for line, name in imports_of(source, module, is_package):
-            if name.rpartition(".")[2].startswith("_"):
-                bad.append((module, line, name))
+        if _allowed(module, NO_PRIVATE_USE):
+            bad += [(module, line, name) for line, name in private_uses(source, module, is_package)]
     return bad
 
 
@@ -170,34 +213,15 @@ def test_package_keeps_its_layers():
     sources = installed_sources()
     assert len(sources) > 100, f"only {len(sources)} modules found: is the package installed?"
     bad = violations(sources)
-    assert not bad, "imports that break the layering:\n" + "\n".join(
-        f"  {m}:{line} imports {name} (allowed: {', '.join(rule_for(m))})" for m, line, name in bad)
-
-
-def test_no_module_of_sw_imports_a_private_name_of_another():
-    bad = private_imports(installed_sources())
-    assert not bad, "underscore names imported across modules:\n" + "\n".join(
-        f"  {m}:{line} imports {name}" for m, line, name in bad)
+    assert not bad, "imports that break the layering or use a private name:\n" + "\n".join(
+        f"  {m}:{line} imports {name} (allowed: {', '.join(rule_for(m))}; no private names "
+        f"in {', '.join(NO_PRIVATE_USE)})" for m, line, name in bad)
 
 
 def test_nothing_outside_the_driver_reaches_into_its_backend():
     bad = backend_reaches(installed_sources())
     assert not bad, "reaches past the driver (use Dimm.measure / Dimm.functional / ...):\n" + \
         "\n".join(f"  {m}:{line}" for m, line in bad)
-
-
-@pytest.mark.parametrize("module, source", [
-    ("ndpdimm.sw.scenarios.hermes.scenario", "from ndpdimm.sw.scenarios.hermes.simulate import _run"),
-    ("ndpdimm.sw.sampling.replay", "from ..kernels.base import _check"),
-    ("ndpdimm.sw.driver.dimm", "def f():\n    from ndpdimm.sw.driver.buffers import _Allocator"),
-])
-def test_private_import_check_catches_one(module, source):
-    assert private_imports({module: (source, False)}), f"{source!r} in {module} was not caught"
-
-
-def test_private_import_check_allows_a_private_alias():
-    assert not private_imports({"ndpdimm.sw.kernels.dense":
-                                ("from ndpdimm.sw.kernels.base import Shape as _Base", False)})
 
 
 @pytest.mark.parametrize("source", ["start = dimm.backend.cycle",
@@ -238,6 +262,24 @@ def test_exceptions_are_still_needed():
     ("ndpdimm.sw.scenarios.hermes.costs", "from ..trimoe import costs"),
     ("ndpdimm.sw.scenarios.trimoe.scenario", "import ndpdimm.sw.scenarios.rapid.simulate"),
     ("ndpdimm.sw.scenarios.energy", "from ndpdimm.sw.scenarios.hermes.catalog import Hardware"),
+    # cosim's models below the RTL and the performance model
+    ("ndpdimm.cosim.golden.core", "from ndpdimm.cosim.rtl.benches.streams import LayoutCodec"),
+    ("ndpdimm.cosim.golden.core", "from ..rtl import build"),
+    ("ndpdimm.cosim.gemv.job", "import ndpdimm.cosim.model.perf"),
+    ("ndpdimm.cosim.dram.native", "from ndpdimm.cosim.rtl.build import verilator_env"),
+    ("ndpdimm.cosim.link.model", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                 "    from ndpdimm.cosim.model.backend import ModelBackend"),
+    ("ndpdimm.cosim.link.model", "def f():\n    from ndpdimm.cosim.fuzz.plan import WINDOW"),
+    # private names of another module
+    ("ndpdimm.cosim.dram.native", "from ndpdimm.cosim.dram.model import _NEVER"),
+    ("ndpdimm.cosim.rtl.harness", "from ndpdimm.cosim.rtl.build import SRC_ATTRIBUTE, _log"),
+    ("ndpdimm.cosim.rtl.harness", "from .build import _environ_lock"),
+    ("ndpdimm.cosim.dram.native", "from ndpdimm.cosim.dram import model as _py\nx = _py._NEVER"),
+    ("ndpdimm.cosim.model.calibrate", "from ndpdimm.cosim.rtl.benches import _smoke_counter"),
+    ("ndpdimm.synth.flow", "from ndpdimm.cosim.rtl import build\nbuild._tool_environ()"),
+    ("ndpdimm.sw.scenarios.hermes.scenario", "from ndpdimm.sw.scenarios.hermes.simulate import _run"),
+    ("ndpdimm.sw.sampling.replay", "from ..kernels.base import _check"),
+    ("ndpdimm.sw.driver.dimm", "def f():\n    from ndpdimm.sw.driver.buffers import _Allocator"),
 ])
 def test_checker_catches_a_wrong_import(module, source):
     assert violations({module: (source, False)}), f"{source!r} in {module} was not caught"
@@ -255,6 +297,15 @@ def test_checker_catches_a_wrong_import(module, source):
     ("ndpdimm.sw.scenarios.rapid.costs", "from ndpdimm.sw.kernels.attention import ndp_attention_cost"),
     ("ndpdimm.sw.scenarios.rapid.scenario", "from ndpdimm.sw.scenarios.energy import load_energy"),
     ("ndpdimm.sw.scenarios.hermes.scenario", "from ndpdimm.sw.sampling.record import KernelLog"),
+    ("ndpdimm.cosim.golden.core", "from ndpdimm.cosim.dram.model import SparseStore"),
+    ("ndpdimm.cosim.link.model", "from ndpdimm.cosim.golden.core import CoreModel"),
+    ("ndpdimm.cosim.dram.native", "from ndpdimm.cosim.cache import cached_build"),
+    ("ndpdimm.cosim.model.calibrate", "from ndpdimm.cosim.rtl.harness import RtlBackend"),
+    ("ndpdimm.cosim.rtl.benches.sram", "from ndpdimm.cosim.golden.codec import LayoutCodec"),
+    ("ndpdimm.cosim.rtl.benches.core", "from ._smoke_counter import make_counter"),
+    ("ndpdimm.synth.flow", "from ndpdimm.cosim.rtl.build import SRC_ATTRIBUTE"),
+    ("ndpdimm.cosim.rtl.harness", "import os\nos._exit(0)"),
+    ("ndpdimm.sw.kernels.dense", "from ndpdimm.sw.kernels.base import Shape as _Base"),
 ])
 def test_checker_accepts_a_right_import(module, source):
     assert not violations({module: (source, False)})

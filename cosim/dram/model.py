@@ -89,7 +89,7 @@ from ndpdimm.hw.memory.address_map import AddressMap, DramCoord
 from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 
 __all__ = ["COMMANDS", "SparseStore", "TimingViolation", "TimingChecker", "DramModel",
-           "check_org_timing", "check_store_args", "byte_view"]
+           "check_org_timing", "check_store_args", "byte_view", "is_int"]
 
 COMMANDS = ("ACT", "RD", "WR", "PRE", "PREA", "REF")
 
@@ -102,7 +102,8 @@ _RANK_OF = {name: i for i, name in enumerate(_ORDER)}
 _NEVER = -(1 << 60)
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """An ``int`` that is not a ``bool`` (the arguments' type check, shared with ``native``)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -117,9 +118,9 @@ def byte_view(data) -> memoryview:
 
 def check_store_args(capacity_bytes, page_bytes):
     """``ValueError`` unless the capacity is a positive int and the page a power of two."""
-    if not _is_int(capacity_bytes) or capacity_bytes <= 0:
+    if not is_int(capacity_bytes) or capacity_bytes <= 0:
         raise ValueError(f"capacity_bytes must be a positive int, got {capacity_bytes!r}")
-    if not _is_int(page_bytes) or page_bytes <= 0 or page_bytes & (page_bytes - 1):
+    if not is_int(page_bytes) or page_bytes <= 0 or page_bytes & (page_bytes - 1):
         raise ValueError(f"page_bytes must be a positive power of two, got {page_bytes!r}")
 
 
@@ -134,7 +135,7 @@ class SparseStore:
         self._pages = {}
 
     def _check_range(self, addr, n):
-        if not _is_int(addr) or not _is_int(n):
+        if not is_int(addr) or not is_int(n):
             raise ValueError(f"address and length must be ints, got {addr!r}, {n!r}")
         if n < 0:
             raise ValueError(f"length must be >= 0, got {n}")
@@ -294,18 +295,18 @@ class TimingChecker:
         def bad(detail):
             return TimingViolation(command, cycle, "protocol", rank, bank_group, bank, None, detail)
 
-        if not _is_int(rank) or not 0 <= rank < org.ranks:
+        if not is_int(rank) or not 0 <= rank < org.ranks:
             raise bad(f"rank {rank!r} is outside 0..{org.ranks - 1}")
         r = self._ranks[rank]
         if command in ("PREA", "REF"):
             return r, None
-        if not _is_int(bank_group) or not 0 <= bank_group < org.bank_groups:
+        if not is_int(bank_group) or not 0 <= bank_group < org.bank_groups:
             raise bad(f"bank group {bank_group!r} is outside 0..{org.bank_groups - 1}")
-        if not _is_int(bank) or not 0 <= bank < org.banks_per_group:
+        if not is_int(bank) or not 0 <= bank < org.banks_per_group:
             raise bad(f"bank {bank!r} is outside 0..{org.banks_per_group - 1}")
-        if row is not None and (not _is_int(row) or not 0 <= row < org.rows_per_bank):
+        if row is not None and (not is_int(row) or not 0 <= row < org.rows_per_bank):
             raise bad(f"row {row!r} is outside 0..{org.rows_per_bank - 1}")
-        if column is not None and (not _is_int(column) or not 0 <= column < org.bursts_per_row):
+        if column is not None and (not is_int(column) or not 0 <= column < org.bursts_per_row):
             raise bad(f"column {column!r} is outside 0..{org.bursts_per_row - 1}")
         b = r.banks[bank_group][bank]
         if command == "ACT":
@@ -401,14 +402,14 @@ class TimingChecker:
     def check_refresh(self, cycle: int, rank=None) -> None:
         """Raise ``TimingViolation("tREFI")`` if a rank (or ``rank``) has missed its refresh deadline at ``cycle``."""
         self._advance(cycle)
-        if rank is not None and (not _is_int(rank) or not 0 <= rank < self.org.ranks):
+        if rank is not None and (not is_int(rank) or not 0 <= rank < self.org.ranks):
             raise ValueError(f"rank {rank!r} is outside 0..{self.org.ranks - 1}")
         ranks = range(self.org.ranks) if rank is None else [rank]
         for i in ranks:
             self._check_deadline("check_refresh", i, self._ranks[i], cycle)
 
     def _advance(self, cycle):
-        if not _is_int(cycle) or cycle < 0:
+        if not is_int(cycle) or cycle < 0:
             raise ValueError(f"cycle must be a non-negative int, got {cycle!r}")
         if cycle < self._now:
             raise ValueError(f"cycle {cycle} goes back in time (last command at cycle {self._now})")
@@ -418,7 +419,7 @@ class TimingChecker:
         """Check one command and, if legal, apply it; raise ``TimingViolation`` otherwise."""
         if command not in COMMANDS:
             raise ValueError(f"unknown DRAM command {command!r}: expected one of {', '.join(COMMANDS)}")
-        if not _is_int(cycle) or cycle < 0:
+        if not is_int(cycle) or cycle < 0:
             raise ValueError(f"cycle must be a non-negative int, got {cycle!r}")
         if cycle < self._now:
             raise ValueError(f"cycle {cycle} goes back in time (last command at cycle {self._now})")

@@ -1,6 +1,6 @@
 """The C++ DRAM model of the fast harness, behind the Python API of ``cosim/dram/model.py``.
 
-What it is. ``cosim/harness/dram_model.{h,cpp}`` is a C++17 port (standard library
+What it is. ``cosim/dram/cpp/dram_model.{h,cpp}`` is a C++17 port (standard library
 only) of ``SparseStore`` and ``TimingChecker`` from ``ndpdimm.cosim.dram.model``,
 for the fast RTL harness, where a Verilated NdpCore runs "until idle" in C++ and
 must not call into Python per DRAM command. It follows ``cosim/dram/model.py``
@@ -33,9 +33,9 @@ Build and cache. :func:`build_library` compiles ``dram_model.cpp`` and
 ``cosim/cache.py`` (``$NDPDIMM_NATIVE_BUILD_ROOT`` replaces ``<cache>/native``), where the hash covers the source texts, the flags and the
 compiler's ``--version``. The sources compiled are copied into
 ``<hash16>/src/`` with the compiler's output in ``build.log``. A library that
-exists is reused; a missing one is built under a per-hash file lock (the helper
-of ``cosim/rtl/build.py``), so concurrent pytest-xdist workers build it once;
-it appears by an atomic rename, so a half-written library is never loaded.
+exists is reused; a missing one is built by ``cosim.cache.cached_build`` under a per-hash
+file lock, so concurrent pytest-xdist workers build it once; it appears by an atomic rename
+and is itself the build's done marker, so a half-written library is never loaded.
 The classes build (or find) and load the library on first use.
 """
 
@@ -49,7 +49,7 @@ import time
 import weakref
 from pathlib import Path
 
-from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir
+from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir, cached_build
 from ndpdimm.cosim.dram import model as _py
 from ndpdimm.cosim.dram.model import (
     COMMANDS,
@@ -57,8 +57,8 @@ from ndpdimm.cosim.dram.model import (
     byte_view,
     check_org_timing,
     check_store_args,
+    is_int,
 )
-from ndpdimm.cosim.rtl.build import _file_lock
 from ndpdimm.hw.memory.dram import DramOrganization, DramTiming
 
 __all__ = ["SOURCE_DIR", "SOURCES", "CXX_FLAGS", "LIB_NAME", "BUILD_ROOT_ENV",
@@ -82,7 +82,6 @@ _OK, _VIOLATION, _VALUE_ERROR, _INTERNAL_ERROR = 0, 1, 2, 3
 _ARG_NONE, _ARG_INT, _ARG_OTHER, _ARG_BIGINT = 0, 1, 2, 3
 _COMMAND_INDEX = {name: i for i, name in enumerate(COMMANDS)}
 _CHECK_REFRESH = len(COMMANDS)
-_is_int = _py._is_int
 
 
 # --- build ------------------------------------------------------------------
@@ -137,15 +136,10 @@ def build_library(*, build_root=None, sources_dir=SOURCE_DIR, flags=CXX_FLAGS) -
     sources = _read_sources(sources_dir)           # hashed and compiled: the same bytes
     digest = _hash(sources, flags, cxx)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
-    out_dir = root / digest
-    lib = out_dir / LIB_NAME
-    if lib.exists():
-        return lib
-    with _file_lock(root / f".{digest}.lock"):
-        if lib.exists():                           # another process built it while we waited
-            return lib
+
+    def make(out_dir: Path) -> None:
         src = out_dir / "src"
-        src.mkdir(parents=True, exist_ok=True)
+        src.mkdir()
         for name, text in sources.items():
             (src / name).write_bytes(text)
         tmp = out_dir / f"{LIB_NAME}.tmp{os.getpid()}"
@@ -162,8 +156,9 @@ def build_library(*, build_root=None, sources_dir=SOURCE_DIR, flags=CXX_FLAGS) -
             "flags": list(flags), "compiler": cxx, "compiler_version": _compiler_id(cxx).splitlines()[0],
             "sources": list(SOURCES), "seconds": round(seconds, 1), "pid": os.getpid(),
         }, indent=1) + "\n")
-        os.replace(tmp, lib)                       # atomic: the library appears complete
-    return lib
+        os.replace(tmp, out_dir / LIB_NAME)        # atomic: the library is the done marker
+
+    return cached_build("native", digest, make, root=root, marker=LIB_NAME) / LIB_NAME
 
 
 # --- ctypes binding ---------------------------------------------------------
@@ -263,7 +258,7 @@ def _arg(value) -> _Arg:
     """A Python value as the C++ model sees it: None, an int64, or text for anything else."""
     if value is None:
         return _Arg(0, _ARG_NONE, None, None)
-    if _is_int(value):
+    if is_int(value):
         if _INT64_MIN <= value <= _INT64_MAX:
             return _Arg(value, _ARG_INT, None, None)
         return _Arg(0, _ARG_BIGINT, _text(repr(value)), _text(str(value)))
@@ -272,7 +267,7 @@ def _arg(value) -> _Arg:
 
 def _simple(value) -> bool:
     """Passable to the plain int64 entry points (NDPDRAM_NONE stands for None)."""
-    return value is None or (_is_int(value) and _INT64_MIN < value <= _INT64_MAX)
+    return value is None or (is_int(value) and _INT64_MIN < value <= _INT64_MAX)
 
 
 def _int64_fields(obj, names, what):
@@ -288,7 +283,7 @@ def _int64_fields(obj, names, what):
 # --- the classes ------------------------------------------------------------
 
 class SparseStore:
-    """``cosim.dram_model.SparseStore`` in C++ (same constructor, methods and errors)."""
+    """``cosim.dram.model.SparseStore`` in C++ (same constructor, methods and errors)."""
 
     def __init__(self, capacity_bytes: int, page_bytes: int = 4096):
         check_store_args(capacity_bytes, page_bytes)
@@ -345,7 +340,7 @@ class SparseStore:
 
 
 class TimingChecker:
-    """``cosim.dram_model.TimingChecker`` in C++ (same constructor, methods and errors)."""
+    """``cosim.dram.model.TimingChecker`` in C++ (same constructor, methods and errors)."""
 
     def __init__(self, org: DramOrganization, timing: DramTiming):
         self.org, self.timing = check_org_timing(org, timing)

@@ -6,5 +6,7 @@ the engine at its stream boundary), ``weight_layout`` (weight layouts in DRAM an
 streamer's descriptor, host side), ``lane_products`` (reference of the multiplier
 unit's lane products).
 
-May import: ``ndpdimm.hw`` and ``ndpdimm.cosim``.
+May import: ``ndpdimm.hw``, ``cosim.golden``, ``cosim.gemv``, ``cosim.dram``, ``cosim.link`` and
+cosim's top-level modules (``backend``, ``cache``, ...): never ``cosim.rtl`` or ``cosim.model``,
+which build on it (``tests/test_layering.py``).
 """

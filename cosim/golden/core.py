@@ -39,7 +39,7 @@ import torch
 from ndpdimm.cosim.dram.model import SparseStore
 from ndpdimm.cosim.golden import act_program
 from ndpdimm.cosim.golden import numerics as golden
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.hw.descriptors import (
     GemvOp,
     Opcode,

@@ -5,5 +5,7 @@
 (several DIMMs' link blocks for Amaranth-simulator tests), ``model`` (``LinkFabric``:
 link descriptors between model-backend DIMMs, with an error model).
 
-May import: ``ndpdimm.hw`` and ``ndpdimm.cosim``.
+May import: ``ndpdimm.hw``, ``cosim.golden``, ``cosim.gemv``, ``cosim.dram``, ``cosim.link`` and
+cosim's top-level modules (``backend``, ``cache``, ...): never ``cosim.rtl`` or ``cosim.model``,
+which build on it (``tests/test_layering.py``).
 """

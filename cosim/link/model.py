@@ -126,7 +126,7 @@ BER    RTL goodput (CRC errors /   model     model runs: mean, median    mean vs
 The RTL figure at 1e-6 is exactly one replay in the window: 91.9 cycles lost, the model's
 92.4. Margin, where the RTL saw at least 5 CRC errors (1e-5, 3e-5, 1e-4): the model's mean
 over runs within 10 % of the RTL's figure, and the RTL's figure inside the model's 5..95 %
-band. Six more RTL runs per BER (the same bench, seeds 101..106: ``cosim.bench_link._run(
+band. Six more RTL runs per BER (the same bench, seeds 101..106: ``ndpdimm.bench.link._run(
 "stream_test", {"packets_ab": 60, "packets_ba": 0, "words": 32, "ber": ber}, seed)``, not in
 the JSON) give 0.52..0.83 at 1e-5, 0.42..0.68 at 3e-5 and 0.064..0.127 at 1e-4; against the
 means of all seven (0.725, 0.545, 0.100) the model's mean over runs is +3.7 %, -12.3 % and
@@ -141,7 +141,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -152,9 +152,10 @@ from ndpdimm.hw.link.transaction import DRAM_SPACE
 from ndpdimm.hw.memory.port import BURST_BYTES, Status
 
 if TYPE_CHECKING:
-    from ndpdimm.cosim.model.backend import ModelBackend
+    from ndpdimm.cosim.golden.core import CoreModel
+    from ndpdimm.hw.memory.dram import DramOrganization
 
-__all__ = ["LinkFabric", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "RELAYOUT_PACKET_CYCLES",
+__all__ = ["LinkFabric", "LinkedDimm", "relayout_moves", "RELAYOUT_CHECK_CYCLES", "RELAYOUT_PACKET_CYCLES",
            "HOP_CYCLES", "HOP_WORD_CYCLES",
            "DISPATCH_CYCLES", "TARGET_PACKET_CYCLES", "REMOTE_ATOMIC_PACKET_CYCLES",
            "REMOTE_ATOMIC_WORD_CYCLES", "ATOMIC_PACKET_CYCLES",
@@ -320,6 +321,20 @@ def _striped_blocks(fields, member: int) -> int:
     return quo + (member < rem)
 
 
+class LinkedDimm(Protocol):
+    """What the fabric uses of a DIMM's model (``cosim.model.backend.ModelBackend`` is one; the
+    link sits below the model backend, so it names the shape, not the class): the functional
+    core (SRAM, DRAM, window), the DRAM organisation, ``load`` into the DRAM, and the byte
+    ranges of SRAM and DRAM whose contents are unknown (``remove``, ``add``, ``overlap``)."""
+
+    core: CoreModel
+    org: DramOrganization
+    unknown_sram: Any
+    unknown_dram: Any
+
+    def load(self, addr: int, data: bytes) -> None: ...
+
+
 class LinkFabric:
     """The DIMM-Link chain of a model-backend system (see the module docstring)."""
 
@@ -454,7 +469,7 @@ class LinkFabric:
                  + [[frame_flits(n, c.flit_bytes) * flit for n in back]] * len(path))
         return self._finish(stages, buffers) - self._finish(clean, buffers)
 
-    def attach(self, dimm_id: int, backend: ModelBackend) -> None:
+    def attach(self, dimm_id: int, backend: LinkedDimm) -> None:
         if not 0 <= dimm_id < self.n_dimms:
             raise ValueError(f"dimm_id must be 0..{self.n_dimms - 1}, got {dimm_id!r}")
         self.backends[dimm_id] = backend
@@ -512,13 +527,13 @@ class LinkFabric:
             if self._packet_status(target, kind, remote, n) != Status.OK:
                 continue
             if kind == "read":
-                src_unknown, dst_unknown, lo, delta = (target._unknown_sram, here._unknown_sram,
+                src_unknown, dst_unknown, lo, delta = (target.unknown_sram, here.unknown_sram,
                                                        remote, local - remote)
             elif remote & DRAM_SPACE:
-                src_unknown, dst_unknown, lo, delta = (here._unknown_sram, target._unknown_dram,
+                src_unknown, dst_unknown, lo, delta = (here.unknown_sram, target.unknown_dram,
                                                        local, remote - DRAM_SPACE - local)
             else:
-                src_unknown, dst_unknown, lo, delta = (here._unknown_sram, target._unknown_sram,
+                src_unknown, dst_unknown, lo, delta = (here.unknown_sram, target.unknown_sram,
                                                        local, remote - local)
             carried = src_unknown.overlap(lo, lo + n)
             if not kind.startswith("atomic"):   # a sum stays unknown where either operand was
@@ -633,9 +648,9 @@ class LinkFabric:
             data = here.core.dram.read(at, B)
             buf = staging + (j % 2) * B
             here.core.sram[buf:buf + B] = data
-            here._unknown_sram.remove(buf, buf + B)
-            for a, b in here._unknown_dram.overlap(at, at + B):
-                here._unknown_sram.add(a - at + buf, b - at + buf)
+            here.unknown_sram.remove(buf, buf + B)
+            for a, b in here.unknown_dram.overlap(at, at + B):
+                here.unknown_sram.add(a - at + buf, b - at + buf)
             refused = False
             for off, n_packet in self._split(B):
                 if self._packet_status(receiver, "write", DRAM_SPACE | (to_at + off),
@@ -643,12 +658,12 @@ class LinkFabric:
                     refused = True
                     continue
                 receiver.core.dram.write(to_at + off, data[off:off + n_packet])
-                receiver._unknown_dram.remove(to_at + off, to_at + off + n_packet)
-                for a, b in here._unknown_dram.overlap(at + off, at + off + n_packet):
-                    receiver._unknown_dram.add(a - at + to_at, b - at + to_at)
+                receiver.unknown_dram.remove(to_at + off, to_at + off + n_packet)
+                for a, b in here.unknown_dram.overlap(at + off, at + off + n_packet):
+                    receiver.unknown_dram.add(a - at + to_at, b - at + to_at)
             if refused:
                 # the DMA of the next block may have been under way: staging is undefined
-                here._unknown_sram.add(staging, staging + 2 * B)
+                here.unknown_sram.add(staging, staging + 2 * B)
                 return
 
     def _dram_write_cycles(self, n_bytes: int) -> float:

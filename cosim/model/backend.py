@@ -175,7 +175,9 @@ class ModelBackend(Backend):
         self._counts = Counter()
         self._debt = RefreshDebt()       # refreshes the ranks owe after a DRAM-busy descriptor
         self._last_host = -(1 << 62)     # cycle of the last host access (contention spacing)
-        self._unknown_sram, self._unknown_dram = _Ranges(), _Ranges()
+        # bytes of the SRAM / DRAM whose contents the model does not know (written by a
+        # descriptor it only timed, functional=False); the LinkFabric moves them between DIMMs
+        self.unknown_sram, self.unknown_dram = _Ranges(), _Ranges()
 
     # --- the DIMM's DRAM -------------------------------------------------------------------
     def _range(self, addr, n):
@@ -185,7 +187,7 @@ class ModelBackend(Backend):
             raise ValueError(f"DRAM range {addr!r} + {n!r} bytes is outside the DIMM (0..{cap:#x})")
 
     def _known(self, addr, n, what):
-        bad = self._unknown_dram.overlap(addr, addr + n)
+        bad = self.unknown_dram.overlap(addr, addr + n)
         if bad:
             lo, hi = bad[0]
             raise UnknownDataError(
@@ -196,7 +198,7 @@ class ModelBackend(Backend):
         data = bytes(data)
         self._range(addr, len(data))
         self.core.dram.write(addr, data)
-        self._unknown_dram.remove(addr, addr + len(data))
+        self.unknown_dram.remove(addr, addr + len(data))
 
     def dump(self, addr: int, n: int) -> bytes:
         self._range(addr, n)
@@ -357,7 +359,7 @@ class ModelBackend(Backend):
             g = core.geometry(f)
             if g.gather and g.n_idx:
                 a = f["idx_addr"]
-                if self._unknown_sram.overlap(a, a + 4 * g.n_idx):
+                if self.unknown_sram.overlap(a, a + 4 * g.n_idx):
                     raise UnknownDataError(
                         f"descriptor {f['id']}: its index list at SRAM {a:#x} was written by a "
                         "descriptor the model only timed (functional=False): its status cannot be "
@@ -392,8 +394,8 @@ class ModelBackend(Backend):
         core, op = self.core, f["opcode"]
         if op == Opcode.DMA:
             d, s, n = f["dram"], f["sram"], f["n_bytes"]
-            src, dst, delta = (self._unknown_sram, self._unknown_dram, d - s) if f["to_dram"] else \
-                (self._unknown_dram, self._unknown_sram, s - d)
+            src, dst, delta = (self.unknown_sram, self.unknown_dram, d - s) if f["to_dram"] else \
+                (self.unknown_dram, self.unknown_sram, s - d)
             lo = s if f["to_dram"] else d
             carried = src.overlap(lo, lo + n)
             dst.remove(lo + delta, lo + delta + n)
@@ -404,8 +406,8 @@ class ModelBackend(Backend):
             core.apply(f)
         elif op == Opcode.GEMV:
             for a, b in core.gemv_spans(f)[1]:
-                self._unknown_sram.add(a, b)
+                self.unknown_sram.add(a, b)
         elif op in ACT_OPCODES and f["n"]:
             reduction = op == Opcode.ACT and f["op"] in [int(o) for o in REDUCTION_OPS]
             out = act_elem_bytes(f["out_fmt"]) * (1 if reduction else f["n"])
-            self._unknown_sram.add(f["dst"], f["dst"] + out)
+            self.unknown_sram.add(f["dst"], f["dst"] + out)

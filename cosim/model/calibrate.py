@@ -20,7 +20,7 @@ The procedure (``docs/perf_model.md`` has the rationale and the measured figures
    cycle, the counter increments, and the wall time of the RTL run. Also measured directly: the
    dispatch gap between back-to-back descriptors, the host pass-through
    latencies, and the busy-counter offsets.
-3. The parameters in ``perf_model.FITTED`` are fitted to the calibration
+3. The parameters in ``cosim.model.perf.FITTED`` are fitted to the calibration
    points only, by least squares on the relative error (``scipy``'s bounded
    trust-region solver from several starts). The DRAM-bound path's two
    parameters (``stream_efficiency``, ``open_penalty``) are not reachable with
@@ -225,7 +225,7 @@ def _held_out_set():
 
 # --- sequences: host traffic and refresh debt (several driver calls each) -----------------------
 
-#: ``POLICY`` register values by name (``hw/dram_controller.POLICIES`` gives the codes).
+#: ``POLICY`` register values by name (``hw/memory/controller.POLICIES`` gives the codes).
 POLICIES = {name: code for code, name in enumerate(DRAM_POLICIES)}
 
 
@@ -422,8 +422,8 @@ class _Runner:
     """Runs points on one backend: window open, queue enabled, operands staged per point."""
 
     def __init__(self, backend, config: CoreConfig):
+        from ndpdimm.cosim.golden.codec import LayoutCodec
         from ndpdimm.cosim.golden.core import descriptor_layouts
-        from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
         self.b, self.config = backend, config
         org, _ = config.dram()
         layouts = descriptor_layouts(org.capacity_bytes, config.sram_size)
@@ -661,7 +661,7 @@ def run_points(config: CoreConfig, points: list, *, jobs: int = 1, progress: boo
     this configuration's harness build, ``False``/``None`` for none; points already in it are
     not run again and each shard's points are saved as the shard finishes. A failed shard is
     reported after the others have finished (their points saved) as ``RuntimeError``."""
-    from ndpdimm.cosim.rtl.harness import build_harness
+    from ndpdimm.cosim.rtl.harness_build import build_harness
     lib = build_harness(config, progress=progress)            # once, before any worker
     if store is True:
         store = PointStore(build_cache_dir("calibration") / config_key(config) / lib.parent.parent.name)

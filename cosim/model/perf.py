@@ -272,7 +272,7 @@ class PerfParams:
         return cls(**{k: float(v) for k, v in d.items()})
 
 
-#: ``POLICY`` register values by code (``hw/dram_controller.POLICIES``; the reserved code 3
+#: ``POLICY`` register values by code (``hw/memory/controller.POLICIES``; the reserved code 3
 #: is neither host_first nor ndp_first there, so it behaves as fair).
 POLICY_NAMES = POLICIES + ("fair",)
 

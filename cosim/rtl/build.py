@@ -18,7 +18,6 @@ process imports this module only for :func:`bench_params`.
 """
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import importlib
@@ -27,7 +26,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -37,7 +35,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir
+from ndpdimm.cosim.cache import OVERRIDES, build_cache_dir, cached_build
 
 __all__ = [
     "VERILATOR_FLAGS", "PARAMS_ENV", "BUILD_ROOT_ENV",
@@ -62,7 +60,7 @@ VERILATOR_FLAGS = ("-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--no-pu
 #: weight-streamer ring was one 23 k-line function that had not compiled after 28 CPU
 #: minutes; the ring is now split per unit.) The fast harness, where the model's
 #: evaluation is nearly all the time, uses ``-Os`` with Verilator ``-O3``
-#: (``rtl_harness.CXX_OPT``); ``build(..., cxx_opt=, extra_flags=)`` builds that way too.
+#: (``cosim.rtl.harness_build.CXX_OPT``); ``build(..., cxx_opt=, extra_flags=)`` builds that way too.
 CXX_OPT_FAST = "-O1"
 #: The cocotb runner always passes ``--public-flat-rw``, which makes every signal of
 #: every instance VPI-visible: Verilator then cannot optimise, and the symbol tables
@@ -73,7 +71,7 @@ CXX_OPT_FAST = "-O1"
 #: module: a VPI-writable signal counts as an input, so with the reset flops of
 #: ``cosim/rtl/core_top.py``'s wrapper public, all logic behind them was re-evaluated at every
 #: ``eval()`` (Verilator's ``ico`` region) and the 16-unit core ran a third slower
-#: under cocotb (9.8 k against 14.4 k cycles/s on the RTL of the time, ``bench_cosim``).
+#: under cocotb (9.8 k against 14.4 k cycles/s on the RTL of the time, ``bench/speed.py``).
 PUBLIC_VLT_LINE = 'public_flat_rw -module "{toplevel}" -var "{port}"\n'
 
 
@@ -109,8 +107,6 @@ def public_ports_vlt(verilog_text: str, toplevel: str) -> str:
 #: writer needs ``lz4.h`` (Debian: ``apt-get install liblz4-dev``), which a fresh
 #: machine lacks; ``waves=True`` therefore falls back to VCD when it is missing.
 WAVES_FLAGS = {"fst": ("--trace-fst",), "vcd": ("--trace",)}
-
-_DONE_MARKER = "build.done.json"  # written last: its presence means the build is complete
 
 # os.environ is process-global and the cocotb runner reads it: serialise the
 # short windows in which we patch it (xdist workers are separate processes).
@@ -346,7 +342,8 @@ def elaborate(toplevel: str, elaboratable_factory: str, params: dict) -> str:
     return _verilog_memo[key]
 
 
-_SRC_ATTRIBUTE = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
+#: Amaranth's ``(* src = "file.py:line" *)`` attributes, dropped before a build is hashed.
+SRC_ATTRIBUTE = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
 
 
 def _build_hash(verilog_text: str, flags, toplevel: str, cxx_opt: str = CXX_OPT_FAST) -> str:
@@ -357,7 +354,7 @@ def _build_hash(verilog_text: str, flags, toplevel: str, cxx_opt: str = CXX_OPT_
     in a Python file does not force a rebuild of an unchanged design.
     """
     h = hashlib.sha256()
-    for part in (_SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), cxx_opt,
+    for part in (SRC_ATTRIBUTE.sub("", verilog_text), "\0".join(flags), cxx_opt,
                  verilator_version(),
                  importlib.metadata.version("cocotb"),  # its VPI library and main() are linked in
                  toplevel):
@@ -366,18 +363,8 @@ def _build_hash(verilog_text: str, flags, toplevel: str, cxx_opt: str = CXX_OPT_
     return h.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _tail(path: Path, lines=60) -> str:
+def tail(path: Path, lines=60) -> str:
+    """The last ``lines`` lines of the text file ``path`` (a note if it cannot be read)."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -406,16 +393,8 @@ def build(toplevel: str, elaboratable_factory: str, params: dict, *,
     public_vlt_text = public_ports_vlt(verilog_text, toplevel)
     digest = _build_hash(verilog_text + public_vlt_text, flags, toplevel, cxx_opt)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
-    build_dir = root / f"{toplevel}-{digest}"
-    if (build_dir / _DONE_MARKER).exists():
-        return build_dir
 
-    with _file_lock(root / f".{toplevel}-{digest}.lock"):
-        if (build_dir / _DONE_MARKER).exists():  # another worker finished it while we waited
-            return build_dir
-        if build_dir.exists():  # left over from an interrupted build
-            shutil.rmtree(build_dir)
-        build_dir.mkdir(parents=True)
+    def make(build_dir: Path) -> dict:
         source = build_dir / f"{toplevel}.v"
         source.write_text(verilog_text)
         _log(f"building {toplevel} params={_params_json(params)} hash={digest}"
@@ -431,15 +410,14 @@ def build(toplevel: str, elaboratable_factory: str, params: dict, *,
                              build_args=list(flags), waves=bool(waves_format), log_file=log_file)
         except (RuntimeError, SystemExit) as e:
             raise RuntimeError(f"Verilator build of {toplevel} failed ({e}); "
-                               f"last lines of {log_file}:\n{_tail(log_file)}") from None
+                               f"last lines of {log_file}:\n{tail(log_file)}") from None
         elapsed = time.monotonic() - start
-        (build_dir / _DONE_MARKER).write_text(json.dumps({
-            "toplevel": toplevel, "factory": elaboratable_factory, "params": params,
-            "flags": list(flags), "cxx_opt": cxx_opt, "verilator": verilator_version(),
-            "seconds": round(elapsed, 1), "verilog_lines": verilog_text.count("\n"),
-        }, indent=1, default=str) + "\n")
         _log(f"built {toplevel}-{digest} in {elapsed:.1f} s")
-    return build_dir
+        return {"toplevel": toplevel, "factory": elaboratable_factory, "params": params,
+                "flags": list(flags), "cxx_opt": cxx_opt, "verilator": verilator_version(),
+                "seconds": round(elapsed, 1), "verilog_lines": verilog_text.count("\n")}
+
+    return cached_build("rtl", f"{toplevel}-{digest}", make, root=root)
 
 
 # --- run --------------------------------------------------------------------
@@ -477,7 +455,7 @@ class RunResult:
         raise AssertionError(
             f"{self.test_module} on {self.toplevel} params={_params_json(self.params)}: {what}\n"
             f"results: {self.results_xml}\nlog: {self.log_path}\n"
-            f"--- last {log_lines} lines of the log ---\n{_tail(self.log_path, log_lines)}")
+            f"--- last {log_lines} lines of the log ---\n{tail(self.log_path, log_lines)}")
 
 
 def _parse_results(xml_path: Path):
@@ -587,7 +565,7 @@ def run(toplevel: str, elaboratable_factory: str, params: dict, test_module: str
 
     if echo_log:
         print(f"--- {test_module} on {build_dir.name} ({seconds:.1f} s), log {log_path} ---")
-        print(_tail(log_path, 400))
+        print(tail(log_path, 400))
 
     num_tests = num_failed = 0
     failed = []

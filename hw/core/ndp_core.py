@@ -282,7 +282,7 @@ def silenced_ndp_core(config_path: str | None = None, **params) -> NdpCore:
 
 def ndp_core_verilog(config_path: str | None = None, name: str = "ndp_core", **params) -> str:
     """Verilog of the core with the GEMV units and the streamer's ring columns as instances of
-    one ``gemv_unit`` and one ``ring_column`` module (see ``gemv_datapath.gemv_datapath_verilog``)."""
+    one ``gemv_unit`` and one ``ring_column`` module (see ``hw.gemv.datapath.gemv_datapath_verilog``)."""
     from amaranth.back import verilog
     core = ndp_core_from_config(config_path, hierarchical=True, **params)
     return replicated_verilog(core.engine, core.streamer) + verilog.convert(core, name=name)

@@ -6,7 +6,7 @@ It takes one command (``cmd``, :func:`feeder_command_layout`), reads the
 activations (and, for a column gather, the index list) through its SRAM port
 (``sram``, :func:`~ndpdimm.hw.memory.sram.sram_port_signature`, reads only) and sends
 exactly the GEMV engine's activation stream (``acts``, one 128-bit word per
-beat; ``cosim.gemv_job.GemvJob.act_words`` is the reference): for each group
+beat; ``cosim.gemv.job.GemvJob.act_words`` is the reference): for each group
 ``g < n_groups``, for each step ``s < n_steps``, for each batch element ``b``
 one word (the same words repeat for every group). Then one ``status`` beat.
 

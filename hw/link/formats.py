@@ -1,7 +1,7 @@
 """Shared formats of DIMM-Link: parameters, 64b/66b blocks, flits and frame headers.
 
-Defined once here and used by the link RTL (``link_lane``, ``link_phy``,
-``link_layer``), the reference models and benches in ``ndpdimm.cosim`` and the
+Defined once here and used by the link RTL (``lane``, ``phy``,
+``layer``), the reference models and benches in ``ndpdimm.cosim`` and the
 host runtime, so a field position is written in exactly one place.
 ``docs/dimm_link.md`` explains the protocol; this module is its bit-level
 contract.

@@ -1,6 +1,6 @@
 """One DIMM-Link lane: 64b/66b scrambler, gearbox, rate pacer (TX); gearbox, block lock, descrambler (RX).
 
-Formats are those of ``link_formats`` (a block = 2-bit sync header + 64 payload
+Formats are those of ``formats`` (a block = 2-bit sync header + 64 payload
 bits, ``SyncHeader``); ``docs/dimm_link.md`` section "Lane" is the protocol.
 The pure-Python reference is ``ndpdimm.cosim.link.line_code`` (bit-exact).
 
@@ -83,7 +83,7 @@ LANE_COUNTER_BITS = 32
 #: Widest chunk a receiver can take (it evaluates at most one 66-bit block per cycle).
 MAX_LANE_CHUNK_BITS = 64
 
-# Not in link_formats (which has no per-lane block type): a block as the PHY hands it to a lane.
+# Not in formats.py (which has no per-lane block type): a block as the PHY hands it to a lane.
 #: TX input: one block, payload not yet scrambled.
 lane_block_layout = data.StructLayout({
     "sync": SYNC_BITS,          # SyncHeader

@@ -1,7 +1,7 @@
 """DIMM-Link link layer: frames, sequence numbers, CRC-32C, ACK/NAK, go-back-N replay and credits.
 
 One ``LinkLayer`` is one end of a link (``docs/dimm_link.md``, section "Link
-layer"; bit formats in :mod:`.link_formats`). It sits between the transaction
+layer"; bit formats in :mod:`.formats`). It sits between the transaction
 layer (``tx_packet`` / ``rx_packet``, beats of :func:`packet_beat_layout`) and
 the PHY (``phy_tx`` / ``phy_rx``, beats of :func:`phy_flit_layout`). It is two
 independent halves that only exchange a few registers:

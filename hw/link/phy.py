@@ -1,8 +1,8 @@
 """DIMM-Link PHY: one end of a link, ``config.lanes`` 64b/66b lanes in lockstep, deskew, training, ALIGN.
 
-Protocol: ``docs/dimm_link.md`` section "PHY"; formats: ``link_formats``
+Protocol: ``docs/dimm_link.md`` section "PHY"; formats: ``formats``
 (:func:`phy_flit_layout`, :data:`control_block_layout`, :class:`ControlType`);
-lanes: ``link_lane``. A *flit* is one block per lane in the same beat, lane
+lanes: ``lane``. A *flit* is one block per lane in the same beat, lane
 ``i`` carrying flit bits ``[64 i, 64 i + 64)``; a control flit has the same
 control type on every lane and lane ``i``'s ``lane`` field is ``i``.
 

@@ -1,7 +1,7 @@
 """DIMM-Link port: the link layer on top of the PHY, one end of a link as a DIMM has it.
 
-``LinkPort(config)`` = :class:`~.link_layer.LinkLayer` (frames, CRC-32C,
-ACK/NAK replay, credits) + :class:`~.link_phy.LinkPhy` (8 64b/66b lanes,
+``LinkPort(config)`` = :class:`~.layer.LinkLayer` (frames, CRC-32C,
+ACK/NAK replay, credits) + :class:`~.phy.LinkPhy` (8 64b/66b lanes,
 deskew, training). Packets (``packet_beat_layout`` beats) go in at
 ``tx_packet`` and come out of the partner's ``rx_packet``; the serial side is
 ``serial_tx``/``serial_tx_valid`` toward the partner and

@@ -43,7 +43,7 @@ it (or any other link error) ends the descriptor with the link's status
 Data path: borrowing the DMA engine
 -----------------------------------
 The unit is a sequencer: it reads its blocks from DRAM into SRAM staging
-with the core's :class:`~.dma_engine.DmaEngine` (``dma_desc``/``dma_status``)
+with the core's :class:`~.dma.DmaEngine` (``dma_desc``/``dma_status``)
 and hands each staged block as one remote-DRAM WRITE (transaction address bit
 39 set, see ``hw/link/transaction.py``) to the link initiator
 (``link_cmd``/``link_status``). The command processor runs one descriptor at a
@@ -62,7 +62,7 @@ every DRAM write done). Per block this costs about the larger of the DMA time
 (``B / 32`` cycles + DRAM latency) and the link time (``B / 32`` cycles + hops +
 the target's DRAM write latency + the completion's way back).
 
-Status (``status``, :func:`~.memory_port.status_layout`): ``OK`` when every
+Status (``status``, :func:`~.port.status_layout`): ``OK`` when every
 block's WRITE completed, else the first error; after an error the unit starts
 nothing new and reports once the DMA engine and initiator are idle (blocks
 already written stay written). ``cycles`` counts from the descriptor

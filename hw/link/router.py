@@ -1,7 +1,7 @@
 """DIMM-Link packet routing: a whole-packet arbiter and the 3-port router of a DIMM in a chain.
 
-Packets are streams of :func:`~.link_formats.packet_beat_layout` beats: a header
-beat (``first``; its ``data`` holds a :data:`~.link_formats.transaction_header_layout`)
+Packets are streams of :func:`~.formats.packet_beat_layout` beats: a header
+beat (``first``; its ``data`` holds a :data:`~.formats.transaction_header_layout`)
 and then payload beats, ``last`` on the final beat. Neither block ever splits
 or interleaves packets.
 

@@ -21,7 +21,7 @@ An error is reported at once on ``status`` and the descriptor is dropped.
 
 Status (``status``, one beat of :func:`dma_status_layout` per descriptor)
 ----------------------------------------------------------------------
-``code`` (a :class:`~.memory_port.Status`) and ``cycles``: cycles from the
+``code`` (a :class:`~.port.Status`) and ``cycles``: cycles from the
 descriptor handshake to the first cycle ``status.valid`` is high (modulo 2**32).
 On success it is sent, DRAM -> SRAM, once the last SRAM write was accepted (so
 a later SRAM read from any port sees the data), SRAM -> DRAM once every write

@@ -3,7 +3,7 @@
 Clock domains
 -------------
 * ``sync`` - the 1 GHz NDP clock: the ``host`` port and the ``clients[i]``
-  ports (weight streamer, DMA engine, ...), all ``memory_port`` signatures.
+  ports (weight streamer, DMA engine, ...), all ``hw/memory/port.py`` signatures.
 * ``dram`` - the DRAM command clock (1.6 GHz for DDR4-3200, tCK 0.625 ns): the
   ``DramController`` (arbiter, write buffers, one scheduler per rank) and the
   PHY-side ports ``cmd[r]``, ``dq_rd[r]``, ``dq_wr[r]``/``dq_wr_en[r]`` and the

@@ -6,11 +6,11 @@ It takes one descriptor (``desc``, :func:`streamer_descriptor_layout`), checks
 it, reads the weights from DRAM through its memory-client port (``mem``,
 :func:`~ndpdimm.hw.memory.port.memory_client_signature`, reads only) and
 delivers the GEMV engine's weight stream (``beats``, one 128-bit word per
-unit) in exactly the engine's order (``cosim.gemv_job.GemvJob.weight_beats``:
+unit) in exactly the engine's order (``cosim.gemv.job.GemvJob.weight_beats``:
 groups in order, steps in order), then one ``status`` beat. Gather index
 lists are read from the on-chip SRAM through its own SRAM port (``sram``).
 
-DRAM layouts (``cosim.weight_layout`` builds them on the host)
+DRAM layouts (``cosim.gemv.weight_layout`` builds them on the host)
 ----------------------------------------------------------------
 ``e`` = bytes per element (2 FP16/BF16, 1 INT8). ``bpr = ceil(n_cols*e/64)``
 bursts per stored neuron; both layouts occupy ``n_rows * bpr * 64`` bytes.

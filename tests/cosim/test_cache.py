@@ -3,6 +3,7 @@
 Each test points ``$NDPDIMM_CACHE`` (or ``$XDG_CACHE_HOME``) at its own temporary folder.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -12,8 +13,8 @@ import pytest
 
 from ndpdimm.cosim import cache
 from ndpdimm.cosim.dram import native
-from ndpdimm.cosim.rtl import build, harness
-from ndpdimm.cosim.rtl.build import _file_lock
+from ndpdimm.cosim.rtl import build
+from ndpdimm.cosim.rtl import harness_build as harness
 from ndpdimm.sw.cli import main
 from ndpdimm.synth.flow import synth_root
 
@@ -144,7 +145,7 @@ def test_builders_in_different_folders_share_one_build(root, tmp_path):
     lock = cache.build_cache_dir("native") / f".{digest}.lock"
     env = {**os.environ, cache.CACHE_ENV: str(root)}
     procs = []
-    with _file_lock(lock):
+    with cache.file_lock(lock):
         for name in ("exp1", "exp2"):
             (tmp_path / name).mkdir()
             procs.append(subprocess.Popen([sys.executable, "-c", _BUILDER], cwd=tmp_path / name, env=env,
@@ -160,3 +161,53 @@ def test_builders_in_different_folders_share_one_build(root, tmp_path):
     assert {path for path, _ in results} == {str(root / "native" / digest / native.LIB_NAME)}
     assert sorted(c for _, c in results) == [0, 1]
     assert not (tmp_path / "exp1" / "build").exists() and not (tmp_path / "exp2" / "build").exists()
+
+
+def test_cached_build_builds_once_and_marks_it_done(root):
+    calls = []
+
+    def make(folder):
+        calls.append(folder)
+        (folder / "out.txt").write_text("built\n")
+        return {"seconds": 1.5}
+
+    first = cache.cached_build("native", "thing-0123", make)
+    assert first == root / "native" / "thing-0123"
+    assert (first / "out.txt").read_text() == "built\n"
+    assert json.loads((first / cache.DONE_MARKER).read_text()) == {"seconds": 1.5}
+    assert (root / "native" / ".thing-0123.lock").exists()      # the lock beside the folder
+    assert cache.cached_build("native", "thing-0123", make) == first
+    assert calls == [first]                                     # the second call found it done
+
+
+def test_cached_build_redoes_an_unfinished_folder(root, tmp_path):
+    """A folder without its marker (an interrupted or failed build) is removed and rebuilt; a
+    failing build leaves its folder, unmarked, for inspection."""
+    folder = tmp_path / "elsewhere" / "runs" / "x-1"
+    folder.mkdir(parents=True)
+    (folder / "stale.txt").write_text("half done\n")
+
+    def fail(folder):
+        (folder / "build.log").write_text("error: it broke\n")
+        raise RuntimeError("it broke")
+
+    with pytest.raises(RuntimeError, match="it broke"):
+        cache.cached_build("synth", "runs/x-1", fail, root=tmp_path / "elsewhere", marker="result.json")
+    assert not (folder / "stale.txt").exists() and (folder / "build.log").exists()
+    assert not (folder / "result.json").exists()
+    done = cache.cached_build("synth", "runs/x-1", lambda f: {"ok": True}, root=tmp_path / "elsewhere",
+                              marker="result.json")
+    assert done == folder and not (folder / "build.log").exists()
+    assert json.loads((folder / "result.json").read_text()) == {"ok": True}
+    assert not (root / "synth").exists()                        # an explicit root is used as is
+
+
+def test_cached_build_whose_product_is_its_marker(root):
+    """``build`` returning None made the marker itself (a library renamed into place); if it
+    did not, the build is an error, not a finished folder."""
+    def library(folder):
+        (folder / "lib.so").write_bytes(b"\x7fELF")
+
+    assert (cache.cached_build("native", "lib-1", library, marker="lib.so") / "lib.so").exists()
+    with pytest.raises(RuntimeError, match="finished without its lib.so"):
+        cache.cached_build("native", "lib-2", lambda folder: None, marker="lib.so")

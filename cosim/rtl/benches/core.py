@@ -20,7 +20,7 @@ Every DRAM command is timing-checked by ``DramDevice``.
 Whole sequences, each step a descriptor, the operands never leaving the chip
 between steps, checked at the end against a Python mirror of the SRAM to which
 the golden model applied the same steps (``GemvJob`` for GEMVs,
-``cosim.act_program.apply`` for activation descriptors), bit for bit:
+``cosim.golden.act_program.apply`` for activation descriptors), bit for bit:
 
 * ``mlp_block``: a gated (SwiGLU) MLP - up and gate GEMVs, SiLU, FP32 -> FP16,
   multiply, down GEMV, convert - and a ReLU MLP (up, ReLU, down);
@@ -43,10 +43,10 @@ from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
 from ndpdimm.cosim.golden import act_program
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.golden.numerics import elem_bits
 from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
 from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.core.ndp_core import ndp_core_from_config

@@ -5,7 +5,7 @@ What runs is the real RTL of ``hw/gemv/datapath.py`` against ``DramDevice``
 For each job the bench
 
 1. writes the weights into the DRAM model in the streamer's layout
-   (``cosim/weight_layout``) and, for a gather, the index list into DRAM;
+   (``cosim/gemv/weight_layout.py``) and, for a gather, the index list into DRAM;
 2. copies the index list into the SRAM with the DMA engine (a real DMA
    descriptor, status checked);
 3. sends the weight-streamer descriptor and the GEMV engine command, feeds the
@@ -38,8 +38,9 @@ from ndpdimm.cosim.dram.model import DramModel
 from ndpdimm.cosim.gemv import weight_layout
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks, steady_state
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec, merge_stats
+from ndpdimm.cosim.rtl.benches.streams import merge_stats
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.gemv.datapath import gemv_datapath_from_config
@@ -447,7 +448,7 @@ async def jobs_from_env(dut):
 
 @cocotb.test()
 async def run_job_file(dut):
-    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``gemv_rtl.run_jobs(..., from_dram=True)``):
+    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``cosim.rtl.gemv.run_jobs(..., from_dram=True)``):
     weights from DRAM, each checked bit-exactly; save outputs, cycles and DRAM figures."""
     job_file = os.environ.get("GEMV_JOB_FILE")
     if not job_file:

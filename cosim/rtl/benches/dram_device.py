@@ -23,7 +23,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from ndpdimm.cosim.dram.model import DramModel
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.hw.memory.address_map import DramCoord
 from ndpdimm.hw.memory.controller import refresh_phases
 from ndpdimm.hw.memory.port import BURST_BITS, BURST_BYTES

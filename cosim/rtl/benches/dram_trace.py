@@ -32,8 +32,8 @@ import numpy as np
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.memory.controller import POLICIES
 from ndpdimm.hw.memory.port import CLIENT_TAG_BITS, memory_request_layout

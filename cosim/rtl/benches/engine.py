@@ -2,7 +2,7 @@
 
 Structure: drivers (command, weight beats, activation words; random idle
 cycles) -> monitors (record every handshake actually seen on the ports) ->
-reference model (``gemv_engine_model``: golden model applied to the *observed*
+reference model (``cosim.gemv.engine_model``: golden model applied to the *observed*
 traffic) -> in-order checker (every result beat, bit for bit, plus the
 assembled output against the golden model of the original operands).
 Results are taken with random back-pressure.
@@ -192,7 +192,7 @@ async def streaming_throughput(dut):
 
 @cocotb.test()
 async def run_job_file(dut):
-    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``gemv_rtl.run_jobs``); save outputs and cycles.
+    """Run the jobs saved in ``$GEMV_JOB_FILE`` (``cosim.rtl.gemv.run_jobs``); save outputs and cycles.
 
     Every job is checked exactly like the other tests (model from observed
     traffic, golden model of the operands) before its output is saved.

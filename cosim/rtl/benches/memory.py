@@ -30,8 +30,8 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from ndpdimm.cosim.dram.model import DramModel
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.rtl.benches.dram_device import DramDevice, start_clocks
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.memory.controller import POLICIES
 from ndpdimm.hw.memory.port import BURST_BYTES, CLIENT_TAG_BITS, memory_request_layout

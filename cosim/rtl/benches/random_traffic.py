@@ -102,9 +102,9 @@ from ndpdimm.cosim.fuzz.plan import (
     round_up,
 )
 from ndpdimm.cosim.golden import numerics as golden
+from ndpdimm.cosim.golden.codec import LayoutCodec
 from ndpdimm.cosim.golden.core import ACT_OPCODES, LINK_OPCODES, UNDEFINED_OPCODES, CoreModel
 from ndpdimm.cosim.rtl.benches.core import NdpCoreTB
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec
 from ndpdimm.hw.activation.unit import ActOp
 from ndpdimm.hw.descriptors import GemvOp, Opcode
 from ndpdimm.hw.formats import Dtype

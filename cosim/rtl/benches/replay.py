@@ -1,4 +1,4 @@
-"""cocotb replay of a recorded backend session on the NDP core: the cocotb side of ``bench_cosim``.
+"""cocotb replay of a recorded backend session on the NDP core: the cocotb side of ``bench/speed.py``.
 
 ``bench/speed.py`` records what the driver asked of the RTL harness (DRAM
 loads, register writes, descriptor words, "run until idle") and replays it here,

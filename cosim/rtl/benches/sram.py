@@ -31,7 +31,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ndpdimm.cosim.rtl.benches.streams import LayoutCodec, StreamSource, reset
+from ndpdimm.cosim.golden.codec import LayoutCodec
+from ndpdimm.cosim.rtl.benches.streams import StreamSource, reset
 from ndpdimm.cosim.rtl.build import bench_params
 from ndpdimm.hw.memory.sram import READ_LATENCY, SramGeometry
 

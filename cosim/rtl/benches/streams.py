@@ -1,34 +1,16 @@
-"""Stream driver, payload codec and stats file shared by the cocotb benches (one place, not copied per bench).
+"""Stream driver, reset and stats file shared by the cocotb benches (one place, not copied per bench).
+
+The payload codec the benches use, ``LayoutCodec``, lives in ``cosim/golden/codec.py``: the
+golden model decodes descriptors with it too.
 
 Benches drive at the falling clock edge and sample in the ReadOnly phase that
 follows; ``StreamSource.drive`` is the falling-edge half, ``accepted`` is
 called by the bench when it saw ``valid & ready`` in ReadOnly.
 """
 
-__all__ = ["StreamSource", "LayoutCodec", "reset", "merge_stats"]
+__all__ = ["StreamSource", "reset", "merge_stats"]
 
 import json
-
-
-class LayoutCodec:
-    """Packs/unpacks a ``data.StructLayout`` as plain ints with the layout's own field offsets.
-
-    Much faster than building Amaranth constants per beat in a cocotb loop.
-    """
-
-    def __init__(self, layout):
-        self.fields = {name: (f.offset, f.width) for name, f in layout}
-        self.size = layout.size
-
-    def encode(self, values: dict) -> int:
-        bits = 0
-        for name, (offset, width) in self.fields.items():
-            bits |= (int(values.get(name, 0)) & ((1 << width) - 1)) << offset
-        return bits
-
-    def decode(self, bits: int) -> dict:
-        return {name: (bits >> offset) & ((1 << width) - 1)
-                for name, (offset, width) in self.fields.items()}
 
 
 class StreamSource:

@@ -27,7 +27,8 @@ from ndpdimm.cosim.rtl.benches.core import (
     stage_gemv,
 )
 from ndpdimm.cosim.rtl.benches.datapath import job_from_spec
-from ndpdimm.cosim.rtl.harness import HarnessMismatch, RtlBackend, RtlSystem, build_harness
+from ndpdimm.cosim.rtl.harness import HarnessMismatch, RtlBackend, RtlSystem
+from ndpdimm.cosim.rtl.harness_build import build_harness
 from ndpdimm.hw.core.ndp_core import ndp_core_from_config
 from ndpdimm.hw.descriptors import Opcode, dma_descriptor_layout, gemv_descriptor_layout
 from ndpdimm.hw.memory.port import Status

@@ -59,8 +59,8 @@ def test_three_cores_merge_traffic_timing_bad_requests(tmp_path):
 @pytest.mark.parametrize("block, n_blocks", [(64, 20), (512, 10), (2048, 16)])
 def test_relayout_round_trip_and_model(block, n_blocks, tmp_path):
     stats = tmp_path / "stats.json"
-    run_bench("relayout_round_trip_cycles", stats=stats, relayout_block=block, relayout_blocks=n_blocks)
-    rtl = json.loads(stats.read_text())["relayout_round_trip_cycles"]
+    run_bench("relayout_round_trip", stats=stats, relayout_block=block, relayout_blocks=n_blocks)
+    rtl = json.loads(stats.read_text())["relayout_round_trip"]
     params = {k: v for k, v in SYSTEM_PARAMS.items() if k != "n_cores"}
     model = relayout_round_trip_cycles(SYSTEM_PARAMS["n_cores"], block, n_blocks, CoreConfig(link=True, **params))
     for phase, m in zip(rtl["phases"], model):
