@@ -203,16 +203,29 @@ def test_row_openings_replay_every_group():
     assert sum(conflicts) == sum(x == 2 for fl in flags for x in fl) == 81
 
 
+#: The recorded points of the scenario core (dense and row gather, no refresh inside) whose
+#: replayed openings are not the RTL's ``DRAM_ROW_MISSES``: name -> (model, RTL, why).
+ROW_OPENING_EXCEPTIONS = {
+    # the whole matrix (16 KiB, 1 KiB) lies in one 64 KiB span, whose rows the RTL found
+    # still open from before the point (the model opens them: 8 misses)
+    "dense-int8-64x256-b1": (8, 0, "rows left open before the point"),
+    "dense-int8-32x32-b3": (8, 0, "rows left open before the point"),
+    # the scheduler reorders the bursts within one access of a 512-row gather
+    "rowg-bf16-2048x256-512r-b1": (192, 168, "bursts reordered within an access"),
+}
+#: how many of those points (the exceptions aside) the model gets exactly
+ROW_OPENINGS_EQUAL = 17
+
+
 def test_row_openings_are_the_rtls():
     """The replayed openings are the RTL's ``DRAM_ROW_MISSES`` on the scenario core's recorded
-    calibration points (dense and row gather, no refresh inside), but where the RTL found the
-    first span's rows still open from the point before (8 fewer: small GEMVs of one span) and
-    one 512-row gather whose bursts within an access the scheduler reorders (168 against
-    192); and on the held-out dense FP16 3072 x 320 (912 rows, refresh or not; the first
-    group's pattern gave 768)."""
+    calibration points (dense and row gather, no refresh inside: a refresh closes rows, which
+    the model only approximates, 8 more per refresh it charges), on all 20 but the three in
+    ``ROW_OPENING_EXCEPTIONS``, with exactly their counts; and on the held-out dense FP16
+    3072 x 320 (912 rows, refresh inside or not; the first group's pattern gave 768)."""
     params, record = committed(SCENARIO_CORE)
     m = PerfModel(SCENARIO_CORE, params)
-    same, first_open, other = [], [], {}
+    same, differ, long_one = [], {}, None
     for r in record["points"]:
         spec = r["spec"]
         if spec["kind"] != "gemv" or spec["op"] == "col_gather" or r["status"] != "OK":
@@ -220,17 +233,16 @@ def test_row_openings_are_the_rtls():
         got = m.counters(calibrate.model_fields(r), Status.OK, r["start_cycle"])["DRAM_ROW_MISSES"]
         rtl = r["rtl_counters"]["DRAM_ROW_MISSES"]
         if r["name"] == "dense-fp16-3072x320-b1":
-            assert got == rtl == 912
+            long_one = (got, rtl)
         if r["rtl_counters"]["DRAM_REFRESHES"]:
             continue
         if got == rtl:
             same.append(r["name"])
-        elif got - rtl == 8 and spec["op"] == "dense":
-            first_open.append(r["name"])
         else:
-            other[r["name"]] = (got, rtl)
-    assert len(same) >= 12 and len(first_open) <= 3, (same, first_open)
-    assert set(other) <= {"rowg-bf16-2048x256-512r-b1"}, other
+            differ[r["name"]] = (got, rtl)
+    assert long_one == (912, 912)
+    assert differ == {k: v[:2] for k, v in ROW_OPENING_EXCEPTIONS.items()}
+    assert len(same) == ROW_OPENINGS_EQUAL, same
 
 
 def test_a_bank_conflict_costs_the_dram_path():
@@ -631,9 +643,10 @@ def test_params_from_dict_rejects_unknown_names():
 
 
 def committed(config):
+    """The committed calibration of ``config``: the repository holds one for each core these
+    tests name, so a missing file fails the test: it is not skipped."""
     path = calibration_path(config)
-    if not path.exists():
-        pytest.skip(f"no calibration file {path}")
+    assert path.is_file(), f"the committed calibration {path} is missing"
     return load_calibration(path)
 
 
@@ -760,9 +773,8 @@ def test_model_backend_replays_host_traffic_and_refresh_debt():
 
 
 def test_refit_refuses_a_file_of_another_configuration(tmp_path):
+    committed(DEFAULT)                                 # fails if the committed file is missing
     path = calibration_path(DEFAULT)
-    if not path.exists():
-        pytest.skip(f"no calibration file {path}")
     out = tmp_path / "out.json"
     with pytest.raises(ValueError, match="not of u8-b4"):
         calibrate.calibrate(SMALL, refit=path, out=out, log=lambda *a: None)

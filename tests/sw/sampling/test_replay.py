@@ -1,15 +1,19 @@
 """Replays of sampled RTL co-simulation (``sw/sampling/replay.py``, the kernels' ``Shape.run``)
-and ``--rtl-samples`` end to end: the bit-exact comparison, each recipe on the model, the Dask
-path, and a reduced Hermes run whose sample is replayed on the RTL of the 8-unit test core."""
+and ``--rtl-samples`` end to end: every kernel kind replayed on the RTL of the 8-unit test core
+bit for bit against the golden model (and a flipped bit caught), each recipe deterministic on
+the model, the Dask path, the JSON block as written, and a reduced Hermes run whose sample is
+replayed on the RTL."""
 
 import json
 
 import pytest
 import torch
 
+import ndpdimm.sw.sampling.replay as replay_module
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.cli import main
 from ndpdimm.sw.kernels import KINDS, shape
+from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.replay import format_rtl_check, replay_one, rtl_check, same_bits
 from ndpdimm.sw.scenarios.base import RunContext
@@ -55,7 +59,36 @@ def test_same_bits_sees_nan_payloads_and_signed_zeros():
     assert same_bits(torch.tensor([3, 4]), torch.tensor([3, 4]))
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_recipe_is_bit_exact_on_the_rtl(kind):
+    """Each kernel kind replayed on the RTL backend of the test core (the Verilated core in the
+    C++ harness) returns the golden model's results bit for bit (about 0.1 s a kind)."""
+    r = replay_one(shape(kind, SHAPES[kind]), 3, CORE, backend="rtl")
+    assert r["outputs_checked"] >= 1 and r["bit_exact"], r
+    assert r["rtl_backend_cycles"] > 0 and r["model_backend_cycles"] > 0
+
+
+def test_a_flipped_bit_on_the_rtl_side_is_not_bit_exact(monkeypatch):
+    """The comparison can fail: one bit of the RTL's first result flipped is seen."""
+    real = replay_module.replay
+
+    def flip_on_the_rtl(dimm, shape_, seed):
+        cycles, results = real(dimm, shape_, seed)
+        if dimm.name == "rtl":
+            first = results[0].clone()
+            bits = first.view({2: torch.int16, 4: torch.int32}[first.element_size()])
+            bits.view(-1)[0] ^= 1
+            results = [first, *results[1:]]
+        return cycles, results
+
+    monkeypatch.setattr(replay_module, "replay", flip_on_the_rtl)
+    r = replay_one(shape("qkv_dense", SHAPES["qkv_dense"]), 3, CORE, backend="rtl")
+    assert r["outputs_checked"] == 1 and not r["bit_exact"]
+
+
 def test_every_recipe_replays_and_is_deterministic_on_the_model():
+    """On the model backend both sides of a replay are the golden model: ``bit_exact`` here
+    says two fresh DIMMs gave the same results, and the cycles repeat."""
     assert set(SHAPES) == set(KINDS)
     for kind, p in SHAPES.items():
         a = replay_one(shape(kind, p), 3, CORE, backend="model")
@@ -142,7 +175,29 @@ def test_bad_rtl_sample_options_exit_2(argv, capsys):
 
 
 def test_the_json_block_is_written(tmp_path):
+    """The block as a scenario writes it: read back equal, no NaN or infinity (one sample per
+    kind: its interval is null), the per-kind and NDP-time figures consistent."""
     log = KernelLog()
     log.add(shape("qkv_dense", SHAPES["qkv_dense"]), 1000.0, count=2)
+    log.add(shape("attention", SHAPES["attention"]), 2000.0, count=1)
     r = rtl_check(log, 2, seed=0, core=CORE, backend="model", workers=0, say=_quiet)
-    json.dumps(r)                                    # JSON-ready as it is
+    path = write_json(r, tmp_path / "rtl_samples.json")
+
+    def refuse(constant):
+        raise ValueError(f"{constant} written in {path}")
+
+    back = json.loads(path.read_text(), parse_constant=refuse)
+    assert back == r
+    assert back["backend"] == "model" and back["core"] == CORE.as_dict()
+    assert back["n"] == back["replayed"] == 2 and back["errors"] == 0 and back["bit_exact"]
+    assert sorted(s["kind"] for s in back["samples"]) == ["attention", "qkv_dense"]
+    ndp = 0.0
+    for k, cycles in (("qkv_dense", 2000.0), ("attention", 2000.0)):
+        e = back["kinds"][k]
+        assert e["model_cycles"] == cycles and e["n"] == 1
+        assert e["ratio"]["half_width"] is None            # one sample: no interval
+        (sample,) = [s for s in back["samples"] if s["kind"] == k]
+        assert e["ratio"]["mean"] == sample["ratio"] == sample["rtl_backend_cycles"] / (cycles / e["invocations"])
+        ndp += cycles * e["ratio"]["mean"]
+    assert back["ndp_time"]["model_cycles"] == 4000.0
+    assert back["ndp_time"]["rtl_cycles"] == pytest.approx(ndp)
