@@ -109,8 +109,9 @@ def load_part(path: Path, root: Path = PLAN) -> Part:
 
 
 def load_plan(root: Path = PLAN) -> list:
-    """Every file of the plan, in path order; testpoint names unique over the whole plan."""
-    parts = [load_part(p, root) for p in sorted(root.rglob("*.toml"))]
+    """Every file of the plan, a folder's own file before its sub-packages' (``hw`` before
+    ``hw/gemv``); testpoint names unique over the whole plan."""
+    parts = sorted((load_part(p, root) for p in root.rglob("*.toml")), key=lambda p: p.part.split("/"))
     seen = {}
     for part in parts:
         for tp in part.testpoints:
