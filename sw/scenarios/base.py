@@ -33,7 +33,7 @@ from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import check_samples_request
 
-__all__ = ["BACKENDS", "CoreChoice", "RunContext", "cost_dimm", "Tally", "Result", "as_json"]
+__all__ = ["BACKENDS", "CoreChoice", "RunContext", "cost_dimm", "Tally", "Result", "as_json", "quiet"]
 
 #: The backends a scenario's NDP kernels are charged on (``sw/driver``).
 BACKENDS = ("model", "rtl")
@@ -99,7 +99,7 @@ class RunContext:
         if self.kernels is None:
             self.kernels = KernelLog()
         if self.log is None:
-            self.log = _quiet
+            self.log = quiet
 
     def rtl_check(self, core: CoreConfig) -> dict | None:
         """The ``rtl_samples`` block of the run's kernels replayed on the RTL of ``core``, or None
@@ -111,8 +111,8 @@ class RunContext:
                          workers=self.rtl_workers, say=self.log)
 
 
-def _quiet(*_: Any, **__: Any) -> None:
-    pass
+def quiet(*_: Any, **__: Any) -> None:
+    """A log that prints nothing."""
 
 
 def cost_dimm(backend: str, core: CoreConfig) -> Dimm:
@@ -148,9 +148,7 @@ class Tally:
 
 def as_json(v):
     """``v`` as the JSON a result writes: results and dataclasses as dicts, containers walked."""
-    if isinstance(v, Result):
-        return v.as_dict()
-    if hasattr(v, "as_dict") and callable(v.as_dict):
+    if callable(getattr(v, "as_dict", None)):
         return v.as_dict()
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return {f.name: as_json(getattr(v, f.name)) for f in dataclasses.fields(v)}

@@ -14,7 +14,7 @@ import time
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.sampling.record import KernelLog
-from ndpdimm.sw.scenarios.base import RunContext
+from ndpdimm.sw.scenarios.base import RunContext, quiet
 
 __all__ = ["scenario_logs"]
 
@@ -26,7 +26,6 @@ def scenario_logs(core: CoreConfig, log=print) -> dict[str, KernelLog]:
     from ndpdimm.sw.scenarios.hermes.scenario import run as run_hermes
     from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig
     from ndpdimm.sw.scenarios.trimoe.scenario import run as run_trimoe
-    quiet = lambda *a, **k: None
     logs = {"hermes": KernelLog(), "trimoe": KernelLog()}
     t0 = time.perf_counter()
     run_hermes(dataclasses.replace(HermesConfig(), units=core.n_units),

@@ -45,7 +45,7 @@ import numpy as np
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.scenarios.base import Result, RunContext
+from ndpdimm.sw.scenarios.base import Result, RunContext, quiet
 from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape, load_hardware, load_model
 from ndpdimm.sw.scenarios.energy import (
     EnergyModel,
@@ -295,13 +295,9 @@ def operating_points(cfg: HermesConfig, recall_thresholds, log=None, *,
     :meth:`Workload.at_threshold`) on the cold neurons of the Hermes placement, without decoding
     any system: ``{"predictor": {"operating_points": [...]}, "wall_seconds": ...}``. Arguments
     as :func:`run`'s."""
-    o = _offline(cfg, log or _quiet, workload, costs, trace, core, recall_thresholds)
+    o = _offline(cfg, log or quiet, workload, costs, trace, core, recall_thresholds)
     return {"predictor": {"operating_points": _operating_points(o.workload, o.part, o.thresholds)},
             "wall_seconds": time.perf_counter() - o.t_start}
-
-
-def _quiet(*_, **__):
-    pass
 
 
 def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
