@@ -26,9 +26,10 @@ ELEM = 2                                   # FP16 weights and activations
 
 @dataclasses.dataclass(frozen=True)
 class HermesConfig(CoreChoice):
-    """One Hermes run: the NDP core (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: ``backend``,
-    ``units``, ``act_lanes``, 256 / 256 by default) and the fields below. Trace parameters: see
-    ``sw/scenarios/hermes/traces.py``."""
+    """One Hermes run: model and hardware files, batch and NDP-DIMMs, prompt and decode lengths,
+    the activation traces (parameters: ``sw/scenarios/hermes/traces.py``), the predictor, the
+    online adjustment and remapping, the placement ILP, and the NDP core every DIMM carries
+    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: 256 units and 256 lanes unless told)."""
     model: str = "llama2-70b"
     hardware: str = "hermes"
     batch: int = 1

@@ -20,9 +20,11 @@ DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "
 
 @dataclasses.dataclass(frozen=True)
 class TriMoeConfig(CoreChoice):
-    """One TriMoE run: the NDP core (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: ``backend``,
-    ``units``, ``act_lanes``, 256 / 256 by default) and the fields below. Trace parameters: see
-    ``sw/scenarios/trimoe/workload.py``."""
+    """TriMoE's run parameters: the MoE model and the GPU + AMX CPU + DIMMs system, tokens per step
+    and steps, the routing trace (parameters: ``sw/scenarios/trimoe/workload.py``), the EMA
+    predictor and prefetch threshold, cold-expert rebalancing, DIMM-Link errors, the systems
+    compared with their refinement and layout management, and each DIMM's NDP core
+    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`, 256 units and lanes by default)."""
     model: str = "deepseek-v2"
     hardware: str = "h100-amx"
     batch: int = 512                       # tokens per step (64..768 in the paper's range)
