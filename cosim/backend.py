@@ -6,7 +6,7 @@ Two backends implement it and the driver cannot tell them apart:
   that owns both clocks, the DRAM model and the register interface
   (``cosim/rtl/harness.py``): cycle counts are the RTL's own.
 * ``model`` -- a transaction-level performance model calibrated against the
-  RTL backend (``cosim/model/backend.py``, ``cosim/model/perf.py``): cycle
+  RTL backend (``cosim/model/backend.py``, ``cosim/model/perf/``): cycle
   counts are predictions; functional results come from the golden model.
 
 Everything a backend does is expressed in the core's own terms: DIMM-local

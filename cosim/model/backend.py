@@ -331,7 +331,7 @@ class ModelBackend(Backend):
             self._queue.popleft()
             self._head = None
             self._cycle = self._free_at = head.done
-            for k, v in self.perf.counters_of(f, head.status, head.cycles, head.timing.info,
+            for k, v in self.perf.counters_of(f, head.status, head.cycles, head.timing.cost,
                                               head.start).items():
                 self._counts[k] += v
             if head.timing.uses_dram:

@@ -1,4 +1,4 @@
-"""``ndpdimm calibrate``: fit the performance model (``cosim/model/perf.py``) to RTL cycle counts.
+"""``ndpdimm calibrate``: fit the performance model (``cosim/model/perf/``) to RTL cycle counts.
 
 The procedure (``docs/perf_model.md`` has the rationale and the measured figures):
 
@@ -773,8 +773,8 @@ def _point_indices(name, rows, n_idx, pattern) -> tuple:
 
 
 def _predict(model, rec, use_start=True):
-    return model._timed(model_fields(rec), Status[rec["status"]],
-                         rec["start_cycle"] if use_start else None)[0]
+    return model.dispatched(model_fields(rec), Status[rec["status"]],
+                            rec["start_cycle"] if use_start else None).cycles
 
 
 def fit(config: CoreConfig, records: list, *, start: PerfParams = PerfParams(),
@@ -862,7 +862,7 @@ def fit_dram_bound(params: PerfParams, bench_path=BENCH_256):
 
     def res(x):
         model.params = params.replace(**dict(zip(BENCH_FITTED, map(float, x))))
-        return np.array([model._cycles(_bench_fields(p), Status.OK, None)[0] for p in pts]) / target - 1
+        return np.array([model.cost(_bench_fields(p), Status.OK, None).cycles for p in pts]) / target - 1
 
     if not pts:
         return params, []

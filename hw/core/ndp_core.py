@@ -66,7 +66,7 @@ from amaranth.hdl import Cat, DomainRenamer, Module, ResetSignal, Signal
 from amaranth.lib import cdc, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ndpdimm.hw.activation.sequencer import ActivationSequencer
+from ndpdimm.hw.activation.sequencer import SRAM_WORD_BYTES, ActivationSequencer
 from ndpdimm.hw.clock_gate import gated_domain
 from ndpdimm.hw.core.command_processor import CommandProcessor, csr_request_layout
 from ndpdimm.hw.gemv.activation_feeder import ActivationFeeder
@@ -78,12 +78,12 @@ from ndpdimm.hw.link.relayout import RelayoutUnit, share_command_port
 from ndpdimm.hw.link.router import LEFT, LOCAL, RIGHT, LinkRouter, packet_signature
 from ndpdimm.hw.link.transaction import LinkTransaction
 from ndpdimm.hw.memory.controller import PHY_PORTS, RANK_QUEUE_DEPTH, phy_members
-from ndpdimm.hw.memory.dma import DmaEngine
+from ndpdimm.hw.memory.dma import MAX_OUTSTANDING, DmaEngine
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
-from ndpdimm.hw.memory.weight_streamer import WeightStreamer, connect_consumer
+from ndpdimm.hw.memory.weight_streamer import REQUEST_LANES, WeightStreamer, connect_consumer
 from ndpdimm.hw.registers import CSR_DATA_BITS, register
 
 __all__ = ["NdpCore", "ndp_core_from_config", "silenced_ndp_core", "ndp_core_verilog", "core_caps"]
@@ -106,13 +106,13 @@ def core_caps(n_units, sram_size, ranks, max_batch, act_lanes=0, link=False) -> 
 class NdpCore(wiring.Component):
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, refresh="aligned", queue_depth=RANK_QUEUE_DEPTH,
-                 dma_outstanding=16, desc_queue=8, cq_depth=8, act_lanes=16,
+                 dma_outstanding=MAX_OUTSTANDING, desc_queue=8, cq_depth=8, act_lanes=16,
                  hierarchical=False, link=False, link_max_payload=1024):
         self.org, self.timing = org, timing
-        self.memory = MemorySystem(org, timing, n_clients=3 if link else 2, lanes=2,
+        self.memory = MemorySystem(org, timing, n_clients=3 if link else 2, lanes=REQUEST_LANES,
                                    queue_depth=queue_depth, refresh=refresh)
         self.has_link = bool(link)
-        self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 8 if link else 6)
+        self.sram_geometry = SramGeometry(sram_size, sram_banks, 8 * SRAM_WORD_BYTES, 8 if link else 6)
         self.link = self.router = self.relayout = None
         if link:
             self.link = LinkTransaction(self.sram_geometry, LinkConfig(max_payload=link_max_payload),

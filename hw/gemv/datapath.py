@@ -35,12 +35,12 @@ from amaranth.lib.wiring import In, Out
 from ndpdimm.hw.gemv.engine import GemvEngine
 from ndpdimm.hw.hierarchy import replicated_verilog
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH, forward_phy, phy_members
-from ndpdimm.hw.memory.dma import DmaEngine
+from ndpdimm.hw.memory.dma import MAX_OUTSTANDING, DmaEngine
 from ndpdimm.hw.memory.dram import load_dram_config
 from ndpdimm.hw.memory.port import connect_memory_client, forward_stream, memory_server_signature
 from ndpdimm.hw.memory.sram import BankedSram, SramGeometry
 from ndpdimm.hw.memory.system import MemorySystem
-from ndpdimm.hw.memory.weight_streamer import WeightStreamer, connect_consumer
+from ndpdimm.hw.memory.weight_streamer import REQUEST_LANES, WeightStreamer, connect_consumer
 
 __all__ = ["GemvDatapath", "gemv_datapath_from_config", "gemv_datapath_verilog"]
 
@@ -57,9 +57,9 @@ class GemvDatapath(wiring.Component):
 
     def __init__(self, org, timing, *, n_units=16, max_batch=16, radix_bits=1, ring_beats=8,
                  sram_size=131072, sram_banks=16, policy="fair", refresh="aligned", queue_depth=RANK_QUEUE_DEPTH,
-                 dma_outstanding=16, hierarchical=False):
+                 dma_outstanding=MAX_OUTSTANDING, hierarchical=False):
         self.org, self.timing = org, timing
-        self.memory = MemorySystem(org, timing, n_clients=2, lanes=2, policy=policy,
+        self.memory = MemorySystem(org, timing, n_clients=2, lanes=REQUEST_LANES, policy=policy,
                                    queue_depth=queue_depth, refresh=refresh)
         self.sram_geometry = SramGeometry(sram_size, sram_banks, 256, 3)
         self.sram_block = BankedSram(sram_size, sram_banks, 256, 3)

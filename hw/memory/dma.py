@@ -90,12 +90,15 @@ from ndpdimm.hw.memory.port import (
 from ndpdimm.hw.memory.sram import sram_port_signature
 
 __all__ = ["DmaEngine", "dma_descriptor_layout", "dma_status_layout", "N_BYTES_BITS",
-           "STATUS_CYCLES_BITS", "COUNTER_BITS"]
+           "STATUS_CYCLES_BITS", "COUNTER_BITS", "MAX_OUTSTANDING"]
 
 #: Width of a descriptor's byte count (any value is legal; too long is an SRAM_RANGE error).
 N_BYTES_BITS = 32
 #: Width of the ``bytes_moved`` and ``busy_cycles`` counters.
 COUNTER_BITS = 48
+#: Memory requests a DMA engine keeps in flight unless told otherwise: the NDP core's and the
+#: GEMV datapath's DMA (the performance model's DMA burst rate, ``cosim/model/perf/dma.py``).
+MAX_OUTSTANDING = 16
 
 _MAX_SRAM_BYTES = BURST_BYTES << CLIENT_TAG_BITS   # a burst index must fit the tag
 
@@ -151,7 +154,7 @@ class DmaEngine(wiring.Component):
     """
 
     def __init__(self, *, capacity_bytes=None, ranks=None, sram_size_bytes: int = 131072,
-                 sram_word_bits: int = 256, max_outstanding: int = 16, lanes: int = 2):
+                 sram_word_bits: int = 256, max_outstanding: int = MAX_OUTSTANDING, lanes: int = 2):
         if capacity_bytes is None or ranks is None:
             org = load_dram_config()[0]
             capacity_bytes = org.capacity_bytes if capacity_bytes is None else capacity_bytes

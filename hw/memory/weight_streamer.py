@@ -158,12 +158,16 @@ from ndpdimm.hw.memory.ring_column import RING_COLUMN_MODULE, RingColumn, ring_c
 from ndpdimm.hw.memory.sram import SramGeometry, sram_port_signature
 
 __all__ = ["connect_consumer", "WeightStreamer", "streamer_descriptor_layout", "streamer_status_layout",
-           "INDEX_ENTRY_BYTES"]
+           "INDEX_ENTRY_BYTES", "REQUEST_LANES"]
 
 #: Bytes of one index list entry (uint32, little endian).
 INDEX_ENTRY_BYTES = 4
 #: Bits of the count fields ``n_rows`` and ``n_idx``.
 COUNT_BITS = 32
+#: Request lanes of the streamer's memory port: it issues up to this many bursts a cycle (the
+#: lane assignment below is written for two; the performance model's issue rate,
+#: ``cosim/model/perf/access.py``, and the core's memory system take it from here).
+REQUEST_LANES = 2
 #: 128-bit words per 64 B burst.
 WORDS_PER_BURST = BURST_BITS // WORD_BITS
 
@@ -278,7 +282,7 @@ class WeightStreamer(wiring.Component):
         super().__init__({
             "desc": In(stream.Signature(self.descriptor_layout)),
             "status": Out(stream.Signature(self.status_layout)),
-            "mem": Out(memory_client_signature(self.capacity_bytes, self.ranks, lanes=2)),
+            "mem": Out(memory_client_signature(self.capacity_bytes, self.ranks, lanes=REQUEST_LANES)),
             "sram": Out(sram_port_signature(sram.addr_bits, sram.word_bits)),
             "beats": Out(stream.Signature(weights_beat_layout(n_units))),
             "release": In(1),
@@ -410,15 +414,15 @@ class WeightStreamer(wiring.Component):
         ax_nb = Signal(ab)
 
         # ---- request lanes ---------------------------------------------------------------
-        lane_valid = [Signal(name=f"lane_valid_{i}") for i in range(2)]
-        lane_burst = [Signal(ab, name=f"lane_burst_{i}") for i in range(2)]
-        lane_tag = [Signal(CLIENT_TAG_BITS, name=f"lane_tag_{i}") for i in range(2)]
-        for i in range(2):
+        lane_valid = [Signal(name=f"lane_valid_{i}") for i in range(REQUEST_LANES)]
+        lane_burst = [Signal(ab, name=f"lane_burst_{i}") for i in range(REQUEST_LANES)]
+        lane_tag = [Signal(CLIENT_TAG_BITS, name=f"lane_tag_{i}") for i in range(REQUEST_LANES)]
+        for i in range(REQUEST_LANES):
             req = self.mem.req[i]
             m.d.comb += [req.valid.eq(lane_valid[i]), req.payload.write.eq(0),
                          req.payload.burst.eq(lane_burst[i]), req.payload.tag.eq(lane_tag[i]),
                          req.payload.data.eq(0)]
-        free = [~lane_valid[i] | self.mem.req[i].ready for i in range(2)]
+        free = [~lane_valid[i] | self.mem.req[i].ready for i in range(REQUEST_LANES)]
 
         # candidates: bursts is_u and is_u + 1 of the current block
         nw = Signal(3)                       # DOT: words of this chunk (1..4)

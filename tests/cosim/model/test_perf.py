@@ -1,4 +1,4 @@
-"""The transaction-level performance model (cosim/model/perf.py) and its calibration (cosim/model/calibrate.py).
+"""The transaction-level performance model (cosim/model/perf/) and its calibration (cosim/model/calibrate.py).
 
 Fast tests: the fitter recovers parameters from data the model generated itself, the model's
 sanity (monotonic in size, batch scaling, SOFTMAX dearer than one ACT pass, cheap rejections),
