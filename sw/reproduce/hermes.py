@@ -40,7 +40,8 @@ import numpy as np
 from ndpdimm.sw.reproduce.core import Figure, Reproduction, ReproductionError, one_at_a_time
 from ndpdimm.sw.reproduce.params import load_params, values
 from ndpdimm.sw.scenarios.base import RunContext
-from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
+from ndpdimm.sw.scenarios.catalog import load_model
+from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
 from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, operating_points, run

@@ -1,6 +1,7 @@
 """The scenarios: published system designs that use NDP-DIMMs, co-simulated end to end.
 
-``catalog`` (dense model shapes and hardware, from ``sw/configs`` with their sources),
+``catalog`` (dense model shapes, the GPU and PCIe records and the strict TOML readers every
+scenario's catalogue uses, from ``sw/configs`` with their sources),
 ``gpu`` (the GPU roofline time model), ``energy`` (the energy model and price catalogue Hermes
 and RAPID's NDP tier share), ``base`` (what every scenario shares: the core choice, the run
 context, the cost DIMM, the tally, typed results), ``kernel_logs`` (one default run of Hermes

@@ -1,19 +1,19 @@
-"""The scenarios' catalogue: model shapes and hardware, from TOML files with their sources.
+"""The scenarios' shared catalogue: model shapes, GPU and PCIe records, the strict TOML readers.
 
 Models (``sw/configs/models/<name>.toml``): the shapes of a decoder-only
 transformer as its public configuration gives them (hidden size, layers,
 query and K/V heads, MLP width and kind, vocabulary, positions), the source
 URL and the nominal parameter count, which :func:`load_model` checks against
 the count the shapes imply (within ``PARAM_TOLERANCE``: a typo in a width is
-caught). Hardware (``sw/configs/hardware/<name>.toml``): a system's GPU,
-PCIe link, host and NDP-DIMMs, every number with its source or marked as an
-assumption in the file.
+caught). :class:`Gpu` and :class:`Pcie` are the records every scenario's hardware file uses;
+each scenario's own hardware catalogue (``hermes/catalog.py``, ``trimoe/catalog.py``,
+``rapid/catalog.py``) builds on the readers here (:func:`read_config`, :func:`typed_fields`,
+:func:`typed_tables`).
 
 Every key of a file is required and no other key is accepted: a missing,
 unknown or mistyped key raises :class:`CatalogError` naming the file and the
-key, before anything runs. ``load_model`` / ``load_hardware`` take a built-in
-name (``list_models()`` / ``list_hardware()``) or a path to a TOML file of the
-same form.
+key, before anything runs. ``load_model`` takes a built-in name (``list_models()``) or a path
+to a TOML file of the same form.
 
 ``load_model`` also takes a Hugging Face ``config.json`` (the file, or a folder holding
 one), read offline with ``transformers.AutoConfig``: :func:`model_from_hf_config` maps the
@@ -30,8 +30,8 @@ import os
 import tomllib
 from pathlib import Path
 
-__all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie", "Host", "NdpDimms", "Hardware",
-           "load_model", "load_hardware", "list_models", "list_hardware", "PARAM_TOLERANCE",
+__all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie",
+           "load_model", "list_models", "PARAM_TOLERANCE",
            "CONFIG_DIR", "is_hf_config", "HfConfig", "read_hf_config", "with_implied_params",
            "model_from_hf_config", "available_names", "read_config", "typed_fields", "typed_tables",
            "check_params"]
@@ -122,31 +122,6 @@ class Pcie:
         return self.lanes * self.gt_per_s / 8 * self.encoding_efficiency * self.protocol_efficiency
 
 
-@dataclasses.dataclass(frozen=True)
-class Host:
-    name: str
-    memory_gb: float
-    memory_bandwidth_gbs: float
-    fp32_tflops: float
-    memory_efficiency: float
-
-
-@dataclasses.dataclass(frozen=True)
-class NdpDimms:
-    dimms: int
-    capacity_gb: float
-    link_gbs: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Hardware:
-    name: str
-    gpu: Gpu
-    pcie: Pcie
-    host: Host
-    ndp: NdpDimms
-
-
 _MLP_KINDS = ("plain", "gated")
 _ACTIVATIONS = ("relu", "gelu", "silu")
 _EFFICIENCIES = ("compute_efficiency", "memory_efficiency", "encoding_efficiency",
@@ -160,11 +135,6 @@ def available_names(kind: str) -> list:
 def list_models() -> list:
     """Names of the built-in model files."""
     return available_names("models")
-
-
-def list_hardware() -> list:
-    """Names of the built-in hardware files."""
-    return available_names("hardware")
 
 
 def read_config(kind: str, name_or_path, what: str | None = None) -> tuple:
@@ -364,14 +334,6 @@ def check_params(path, params: int, nominal_b: float) -> None:
     if abs(implied - nominal_b) > PARAM_TOLERANCE * nominal_b:
         raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
                            f"{nominal_b} B: a width or count is wrong")
-
-
-def load_hardware(name_or_path="hermes") -> Hardware:
-    """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = read_config("hardware", name_or_path)
-    sections = {"gpu": Gpu, "pcie": Pcie, "host": Host, "ndp": NdpDimms}
-    parts = typed_tables(path, doc, sections)
-    return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
 
 
 def typed_tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:

@@ -39,7 +39,7 @@ a :class:`Usage` with that configuration's powers.
 import dataclasses
 import math
 
-from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, Hardware, load_hardware, read_config, typed_tables
+from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, read_config, typed_tables
 
 __all__ = ["SYSTEMS", "GpuPower", "DramEnergy", "NdpEnergy", "LinkEnergy", "PcieEnergy",
            "HostPower", "Prices", "Datacenter", "EnergyConfig", "Usage", "EnergyModel",
@@ -226,29 +226,29 @@ class Usage:
 class EnergyModel:
     """Joules per component of a :class:`Usage` (see the module docstring).
 
-    ``config`` defaults to the built-in file, ``hardware`` to the hardware file it names (the
-    busy GPU power is that file's board power)."""
+    ``config`` defaults to the built-in file; ``gpu`` is the GPU of the hardware file
+    ``config.gpu.hardware`` names (its board power is the busy GPU power): the scenario loads it
+    from its own hardware catalogue (Hermes: ``hermes/catalog.py``) and passes it in."""
 
-    def __init__(self, config: EnergyConfig | None = None, hardware: Hardware | None = None):
+    def __init__(self, config: EnergyConfig | None = None, gpu: Gpu | None = None):
         self.config = config if config is not None else load_energy()
         if not isinstance(self.config, EnergyConfig):
             raise ValueError(f"config must be an EnergyConfig, got {self.config!r}")
-        if hardware is None:
-            hardware = load_hardware(self.config.gpu.hardware)
-        self.hardware = hardware
-        if not isinstance(self.hardware, Hardware):
-            raise ValueError(f"hardware must be a catalog.Hardware, got {self.hardware!r}")
-        if not self.config.gpu.idle_w < self.hardware.gpu.board_power_w:
+        if not isinstance(gpu, Gpu):
+            raise ValueError(f"gpu must be the catalog.Gpu of hardware file "
+                             f"{self.config.gpu.hardware!r}, got {gpu!r}")
+        self.gpu = gpu
+        if not self.config.gpu.idle_w < self.gpu.board_power_w:
             raise CatalogError(f"{self.config.path} [gpu]: idle_w ({self.config.gpu.idle_w}) must "
-                               f"be below the board power of {self.hardware.name} "
-                               f"({self.hardware.gpu.board_power_w})")
+                               f"be below the board power of {self.gpu.name} "
+                               f"({self.gpu.board_power_w})")
 
     def energy(self, usage: Usage) -> dict:
         """Joules per component (:data:`COMPONENTS`) and ``total``."""
         if not isinstance(usage, Usage):
             raise ValueError(f"usage must be a Usage, got {usage!r}")
         c, u = self.config, usage
-        board_w = self.hardware.gpu.board_power_w if u.gpu_board_w is None else u.gpu_board_w
+        board_w = self.gpu.board_power_w if u.gpu_board_w is None else u.gpu_board_w
         gpu_idle_w = c.gpu.idle_w if u.gpu_idle_w is None else u.gpu_idle_w
         host_busy_w = c.host.busy_w if u.host_busy_w is None else u.host_busy_w
         host_idle_w = c.host.idle_w if u.host_idle_w is None else u.host_idle_w

@@ -5,8 +5,9 @@ SYSTEMS, ABLATIONS), ``workload`` (traces + predictions of a run), ``costs`` (th
 cost lines through the driver, ``Costs``/``measure_costs``), ``simulate`` (every system's decode
 steps), ``scenario`` (``run(cfg, ctx) -> HermesResult``: placement, runs, aggregation;
 ``operating_points``), ``report`` (``ndpdimm hermes``: tables, JSON, plots, sweeps), ``bench``
-(``ndpdimm bench --suite hermes``). Hermes' models and hardware come from the shared catalogue
-(``sw/scenarios/catalog.py``), its energy and prices from ``sw/scenarios/energy.py``.
+(``ndpdimm bench --suite hermes``), ``catalog`` (the system's hardware file: GPU, PCIe, host,
+NDP-DIMMs). Hermes' models are the shared dense-model catalogue (``sw/scenarios/catalog.py``),
+its energy and prices ``sw/scenarios/energy.py`` (RAPID's NDP tier reads the same file).
 
 Its own parts: ``traces`` (activation traces), ``predictor`` (online neuron predictor),
 ``partition`` (offline placement ILP), ``remap`` (DIMM remapping), ``demo`` (``ndpdimm demo``).

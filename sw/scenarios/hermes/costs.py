@@ -31,8 +31,9 @@ from ndpdimm.sw.kernels.base import LinearCost
 from ndpdimm.sw.kernels.cold_mlp import NeuronCost, ndp_neuron_cost
 from ndpdimm.sw.kernels.dense import ndp_dense_cost
 from ndpdimm.sw.kernels.merge import link_merge_cost
-from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape
+from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.catalog import Hardware
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 
 __all__ = ["Costs", "measure_costs", "with_neuron_pool"]

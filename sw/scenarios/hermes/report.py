@@ -24,7 +24,8 @@ from ndpdimm.cosim.timeline import open_timeline
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
-from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
+from ndpdimm.sw.scenarios.catalog import load_model
+from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, run
 

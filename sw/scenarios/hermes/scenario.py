@@ -46,7 +46,7 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.base import Result, RunContext, quiet
-from ndpdimm.sw.scenarios.catalog import Hardware, ModelShape, load_hardware, load_model
+from ndpdimm.sw.scenarios.catalog import ModelShape, load_model
 from ndpdimm.sw.scenarios.energy import (
     EnergyModel,
     PriceCatalog,
@@ -55,6 +55,7 @@ from ndpdimm.sw.scenarios.energy import (
     reference_gpu,
 )
 from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.catalog import Hardware, load_hardware
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, ELEM, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import Costs, measure_costs, with_neuron_pool
 from ndpdimm.sw.scenarios.hermes.partition import PartitionProblem, cold_pool, solve_partition
@@ -325,7 +326,7 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
     gpu_bytes, kv_end, freq, ndp_budget, dimm_room = (o.gpu_bytes, o.kv_end, o.freq, o.ndp_budget,
                                                       o.dimm_room)
     energy_cfg = load_energy()
-    energy = EnergyModel(energy_cfg, hw)
+    energy = EnergyModel(energy_cfg, hw.gpu)
     prices = PriceCatalog(energy_cfg)
     results = {}
     place = Placement(part.on_gpu, part.dimm, part.dense_gpu_share)

@@ -1,18 +1,13 @@
-"""The scenarios' catalogue (``sw/scenarios/catalog.py``) and the GPU roofline model (``sw/scenarios/gpu.py``)."""
+"""The scenarios' shared catalogue (``sw/scenarios/catalog.py``), Hermes' hardware catalogue
+(``sw/scenarios/hermes/catalog.py``) and the GPU roofline model (``sw/scenarios/gpu.py``)."""
 
 import math
 
 import pytest
 
-from ndpdimm.sw.scenarios.catalog import (
-    PARAM_TOLERANCE,
-    CatalogError,
-    list_hardware,
-    list_models,
-    load_hardware,
-    load_model,
-)
+from ndpdimm.sw.scenarios.catalog import PARAM_TOLERANCE, CatalogError, list_models, load_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.catalog import list_hardware, load_hardware
 
 MODELS = ["falcon-40b", "llama2-13b", "llama2-70b", "llama2-7b", "opt-13b", "opt-30b", "opt-66b"]
 

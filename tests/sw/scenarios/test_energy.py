@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError, Gpu, load_hardware
+from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, CatalogError, Gpu
 from ndpdimm.sw.scenarios.energy import (
     COMPONENTS,
     SYSTEMS,
@@ -15,13 +15,14 @@ from ndpdimm.sw.scenarios.energy import (
     reference_gpu,
 )
 from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 
 ENERGY_TOML = CONFIG_DIR / "energy" / "hermes_energy.toml"
 
 
 @pytest.fixture(scope="module")
 def model():
-    return EnergyModel()
+    return EnergyModel(gpu=load_hardware("hermes").gpu)
 
 
 def test_built_in_file_and_its_key_figures():
@@ -154,7 +155,7 @@ def test_unknown_name_broken_toml_and_gpu_idle_above_board_power(tmp_path):
         load_energy(_write(tmp_path, "x = = 1\n"))
     text = ENERGY_TOML.read_text().replace("idle_w = 60.0\n\n[dram]", "idle_w = 600.0\n\n[dram]")
     with pytest.raises(CatalogError, match=r"\[gpu\]: idle_w \(600.0\) must be below the board"):
-        EnergyModel(load_energy(_write(tmp_path, text)))
+        EnergyModel(load_energy(_write(tmp_path, text)), load_hardware("hermes").gpu)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -27,7 +27,7 @@ def test_cold_pool_is_a_dimms_count_in_a_layer():
 
 
 def test_with_neuron_pool_measures_the_line_again_within_the_pool():
-    from ndpdimm.sw.scenarios.catalog import load_hardware
+    from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
     from ndpdimm.sw.scenarios.hermes.config import HermesConfig
     from ndpdimm.sw.scenarios.hermes.costs import measure_costs, with_neuron_pool
     cfg = HermesConfig(model="llama2-7b")

@@ -6,7 +6,8 @@ import warnings
 
 import pytest
 
-from ndpdimm.sw.scenarios.catalog import load_hardware, load_model
+from ndpdimm.sw.scenarios.catalog import load_model
+from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 from ndpdimm.sw.scenarios.hermes.costs import measure_costs
 from ndpdimm.sw.scenarios.hermes.simulate import (

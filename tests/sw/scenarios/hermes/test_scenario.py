@@ -271,7 +271,8 @@ def test_int8_cold_neurons_halve_their_traffic_and_report_the_error():
 
 
 def test_a_kv_cache_too_large_for_the_gpu_streams_over_pcie_in_the_baselines(tmp_path):
-    from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, load_hardware, load_model
+    from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, load_model
+    from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
     hw = tmp_path / "small_gpu.toml"
     hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
                   .replace("memory_gb = 24.0", "memory_gb = 4.0"))
