@@ -1,26 +1,25 @@
-"""Every dotted name and repository path written in a docstring of ``cosim/``, ``hw/`` and ``synth/`` resolves.
+"""Every dotted name and repository path written in a docstring of ``cosim/``, ``hw/``, ``synth/`` and ``sw/`` resolves.
 
 A docstring that names ``cosim.gemv_job.GemvJob`` or ``hw/dram_controller.POLICIES`` after
 the module moved sends its reader nowhere, and nothing else notices. This test reads the
 docstrings (module, class, function) with ``ast``, and the ``#:`` comments that document
 constants, and checks:
 
-* dotted names starting with ``cosim.``, ``hw.`` or ``synth.`` (``ndpdimm.`` in front or not)
-  or ``ndpdimm.bench.``
+* dotted names starting with ``cosim.``, ``hw.`` or ``synth.`` (``ndpdimm.`` in front or not),
+  ``ndpdimm.bench.`` or ``ndpdimm.sw.``
   (``:class:`~ndpdimm.cosim.link.channel.LinkChannel```, ``cosim.golden.core.CoreModel``):
   the longest prefix that is a module of the repository, then each further part an
   attribute the module or class defines (a function, class, assignment, import, or
   ``self.<name>`` set in a method); past a function or a value the chain is not followed;
-* repository paths starting with ``cosim/``, ``hw/``, ``synth/``, ``bench/``, ``tests/`` or
-  ``docs/`` (``cosim/rtl/benches/core.py``, ``cosim/dram/cpp/dram_model.{h,cpp}``): the file
+* repository paths starting with ``cosim/``, ``hw/``, ``synth/``, ``sw/``, ``bench/``, ``tests/``
+  or ``docs/`` (``cosim/rtl/benches/core.py``, ``cosim/dram/cpp/dram_model.{h,cpp}``): the file
   or folder exists; ``path/module.Name`` names an attribute of that module; a test id
   ``tests/x.py::test_y`` names a function of that file;
 * Sphinx references by suffix (``:class:`~.formats.LinkConfig```): some module whose name
   ends with the prefix defines the name.
 
-Not checked (yet): names under ``sw.`` / ``sw/`` and the docstrings of ``sw/`` and ``docs/``
-pages, while the host runtime is being moved (issue 43, item 4); paths with wildcards or
-placeholders (``hw/configs/*``, ``<cache>/rtl``).
+Not checked (yet): the ``docs/`` pages; ``sw.`` without ``ndpdimm.`` in front (it reads as a
+variable too often); paths with wildcards or placeholders (``hw/configs/*``, ``<cache>/rtl``).
 """
 
 import ast
@@ -32,11 +31,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: The folders whose docstrings are checked.
-CHECKED = ("cosim", "hw", "synth")
+CHECKED = ("cosim", "hw", "synth", "sw")
 PACKAGES = ("hw", "cosim", "sw", "synth", "bench")
 
-DOTTED = re.compile(r"(?<![\w./-])(?:(?:ndpdimm\.)?(?:cosim|hw|synth)|ndpdimm\.bench)(?:\.[A-Za-z_]\w*)+")
-PATH = re.compile(r"(?<![\w./<>$-])(?:cosim|hw|synth|bench|tests|docs)/[\w./{},:*<>-]*[\w}/*>]")
+DOTTED = re.compile(r"(?<![\w./-])(?:(?:ndpdimm\.)?(?:cosim|hw|synth)|ndpdimm\.(?:bench|sw))(?:\.[A-Za-z_]\w*)+")
+PATH = re.compile(r"(?<![\w./<>$-])(?:cosim|hw|synth|sw|bench|tests|docs)/[\w./{},:*<>-]*[\w}/*>]")
 #: A Sphinx cross-reference by suffix (``:class:`~.formats.LinkConfig```): any module whose
 #: name ends with the dotted prefix may hold it, as Sphinx searches
 RELATIVE = re.compile(r":(?:mod|class|func|data|meth|attr|exc|obj):`~?(\.[A-Za-z_][\w.]*)`")

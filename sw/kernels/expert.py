@@ -317,7 +317,7 @@ def error_bound(w_gate, w_up, w_down, x) -> torch.Tensor:
     * the down GEMV: ``|W_down| e_a + F 2**-24 |W_down| |a|``.
 
     The FP16 rounding of ``a`` dominates for normal inputs. Measured on unit-variance tokens
-    and variance-preserving random weights (tests/sw/scenarios/trimoe/test_expert.py): the chain's error
+    and variance-preserving random weights (tests/sw/kernels/test_expert.py): the chain's error
     reaches 0.26 .. 0.41 of the bound, and ``y`` off by 2**-7 relative exceeds it."""
     F, H, dtype = _check_weights(w_gate, w_up, w_down)
     _check_x(x, H, dtype)

@@ -114,7 +114,7 @@ def _parse_junit(path: Path) -> dict:
 
 
 def _junit_key(node: str) -> str:
-    """A pytest node id as JUnit names it: ``tests/t.py::C::f[x]`` -> ``tests.t.C::f[x]``."""
+    """A pytest node id as JUnit names it: ``<folder>/<file>.py::<Class>::<test>[x]`` -> ``<folder>.<file>.<Class>::<test>[x]``."""
     parts = node.split("::")
     return ".".join([parts[0].removesuffix(".py").replace("/", ".")] + parts[1:-1]) + \
         "::" + parts[-1]

@@ -281,7 +281,7 @@ def _move_blocks(system: NdpSystem, n_blocks: int, hops: int) -> int:
 def measure_domain_costs(model: MoeShape, hw: TriMoeHardware, dimm: Dimm, seed: int = 0,
                          spacings=HOST_SPACINGS, link: bool = True, link_ber: float = 0.0) -> DomainCosts:
     """Measure the NDP expert (with and without host reads at ``spacings``) on ``dimm`` and the
-    DIMM-Link costs for ``hw.ndp.dimms`` DIMMs (``link``; bit errors at ``link_ber``), and
+    DIMM-Link costs for the hardware's NDP-DIMMs (``ndp.dimms`` of ``hw``) (``link``; bit errors at ``link_ber``), and
     build the cost model."""
     mb = dimm.config.max_batch
     batches = tuple(sorted({1, max(1, mb // 4), mb}))
