@@ -17,7 +17,6 @@ Every result of every run is checked bit for bit against the golden model
 (the bench fails otherwise), so the figures come from a verified datapath.
 """
 
-import datetime
 import json
 import os
 import platform
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
-from ndpdimm.cosim.provenance import git_commit
+from ndpdimm.cosim.provenance import stamp
 from ndpdimm.cosim.rtl.gemv import run_jobs
 from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
 from ndpdimm.hw.memory.dram import DIMM_DRAM_BYTES_PER_CYCLE
@@ -38,12 +37,11 @@ BATCHES = (1, 2, 4, 8, 16)
 
 
 def bench_header(benchmark: str, command: str) -> dict:
-    """The fields every benchmark JSON starts with: what, how to reproduce, when, which code, where."""
+    """The fields every benchmark JSON starts with: what, then the provenance fields
+    (``cosim/provenance.py``: which code, dirty or not, how to reproduce, when), then where."""
     return {
         "benchmark": benchmark,
-        "command": command,
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
+        **stamp(command),
         "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
     }
 

@@ -47,6 +47,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ndpdimm.cosim.provenance import write_result
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.link_pair_top import LINK_PAIR_FACTORY, LINK_PAIR_TOP
 from ndpdimm.cosim.rtl.system_top import LINK_SYSTEM_FACTORY, LINK_SYSTEM_TOP
@@ -266,8 +267,7 @@ def run_link_bench(out="bench/results/dimm_link.json", sizes=SIZES, bers=BERS, p
         "relayout": relayout_figures(),
         "wall_seconds": round(time.time() - t0, 1),
     }
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    write_result(report, out, indent=2)
     print(f"dimm_link: wrote {out}")
     return report
 

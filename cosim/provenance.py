@@ -1,13 +1,30 @@
-"""Which code produced a result: the git commit of the checkout this package runs from.
+"""Which code produced a result, and the one writer that records it.
 
-Every committed result (benchmark JSON, calibration files) records it, so a figure can be
-traced to the code beside it. Outside a git checkout (an installed wheel) both answer None.
+Every JSON the project commits (``bench/results/``, ``synth/reports/``, the calibration files
+in ``cosim/model/calibration/``, the reproduction outputs) starts with the four fields of
+:data:`FIELDS`, so a figure can be traced to the code beside it:
+
+* ``git_commit``: HEAD of the checkout the code ran from (full hash; None outside a checkout,
+  e.g. an installed wheel);
+* ``git_dirty``: whether tracked files differed from that commit (None outside a checkout;
+  also None in the few older files whose writer did not record it);
+* ``command``: the command line that reproduces the file (the caller's, else this process's);
+* ``date``: when it was written, UTC, ISO 8601 to the second.
+
+:func:`stamp` makes the four fields, :func:`write_result` writes a result with them in front.
+``tests/test_provenance.py`` fails on a committed result without them, or whose commit is not
+in the repository's history.
 """
 
+import datetime
+import json
 import subprocess
+import sys
 from pathlib import Path
 
-__all__ = ["git_commit", "git_dirty"]
+__all__ = ["FIELDS", "git_commit", "git_dirty", "now", "command_line", "stamp", "write_result"]
+
+FIELDS = ("git_commit", "git_dirty", "command", "date")
 
 _HERE = Path(__file__).resolve().parent
 
@@ -29,3 +46,44 @@ def git_dirty() -> bool | None:
         return bool(out.strip())
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def now() -> str:
+    """The current time as a result records it: UTC, ISO 8601, seconds."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that runs this process (or ``argv``), as a user types it: ``ndpdimm ARGS``
+    for the console script, ``python -m MODULE ARGS`` for a module, else ``python ARGV``."""
+    if argv is None:
+        orig = getattr(sys, "orig_argv", None) or []
+        if len(orig) >= 3 and orig[1] == "-m":
+            return " ".join(["python", "-m", *orig[2:]])
+        argv = sys.argv
+    if argv and Path(argv[0]).name == "ndpdimm":
+        return " ".join(["ndpdimm", *argv[1:]])
+    return " ".join(["python", *argv])
+
+
+def stamp(command: str | None = None) -> dict:
+    """The provenance fields (:data:`FIELDS`) of a result written now by ``command``
+    (default: this process's :func:`command_line`)."""
+    return {"git_commit": git_commit(), "git_dirty": git_dirty(),
+            "command": command if command is not None else command_line(), "date": now()}
+
+
+def write_result(data: dict, path, *, command: str | None = None, indent: int = 1,
+                 default=None) -> Path:
+    """Write the result ``data`` as JSON at ``path`` (folders made) with the provenance fields
+    first: ``command`` if given, else ``data``'s own ``command`` (a suite's reproduction line),
+    else this process's; ``data``'s other provenance fields are replaced by the current ones.
+    ``default`` converts what ``json`` cannot write. Returns the path."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a result is a JSON object (dict), not {type(data).__name__}")
+    head = stamp(command if command is not None else data.get("command"))
+    body = {k: v for k, v in data.items() if k not in FIELDS}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**head, **body}, indent=indent, default=default) + "\n")
+    return path

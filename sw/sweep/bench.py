@@ -13,7 +13,6 @@
 * the command, the date (UTC) and the machine.
 """
 
-import datetime
 import os
 import platform
 import tempfile
@@ -81,7 +80,6 @@ def run_sweep_bench(out="bench/results/sweep.json", rates=SCALING_POINTS, durati
         "what": "sweep engine (sw/sweep/run.py) on Dask LocalCluster: scaling 1 -> 2 workers and "
                 "per-task overhead",
         "command": "ndpdimm bench --suite sweep",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "scaling": {"sweep": {"job": "rapid", "rate_scale": list(rates),
                               "duration_s": duration_s, "mode": "static"}, **scaling},
         "overhead": overhead,

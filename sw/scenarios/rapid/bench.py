@@ -25,7 +25,6 @@ The figures are model outputs (``sw/scenarios/rapid/scenario.py`` says where eac
 """
 
 import dataclasses
-import datetime
 import os
 import platform
 import time
@@ -150,7 +149,6 @@ def run_rapid_bench(out="bench/results/rapid.json", workloads=WORKLOADS, pattern
         "what": "RAPID scenario: simulator speed at peak load and the results table per "
                 "workload and pattern (sw/scenarios/rapid/bench.py)",
         "command": "ndpdimm bench --suite rapid",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "config": {k: v for k, v in dataclasses.asdict(base).items()
                    if k not in ("workload", "pattern")},
         "simulator_speed": speed,
