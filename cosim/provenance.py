@@ -11,9 +11,9 @@ in ``cosim/model/calibration/``, the reproduction outputs) starts with the four 
 * ``command``: the command line that reproduces the file (the caller's, else this process's);
 * ``date``: when it was written, UTC, ISO 8601 to the second.
 
-:func:`stamp` makes the four fields, :func:`write_result` writes a result with them in front.
-``tests/test_provenance.py`` fails on a committed result without them, or whose commit is not
-in the repository's history.
+:func:`stamp` makes the four fields, :func:`write_result` writes a result with them in front,
+:func:`without` is a result read back without them. ``tests/cosim/test_provenance.py`` fails
+on a committed result without them, or whose commit is not in the repository's history.
 """
 
 import datetime
@@ -22,7 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["FIELDS", "git_commit", "git_dirty", "now", "command_line", "stamp", "write_result"]
+__all__ = ["FIELDS", "git_commit", "git_dirty", "now", "command_line", "stamp", "write_result",
+           "without"]
 
 FIELDS = ("git_commit", "git_dirty", "command", "date")
 
@@ -87,3 +88,8 @@ def write_result(data: dict, path, *, command: str | None = None, indent: int = 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**head, **body}, indent=indent, default=default) + "\n")
     return path
+
+
+def without(doc: dict) -> dict:
+    """``doc`` (a result read back) without the provenance fields: what the run computed."""
+    return {k: v for k, v in doc.items() if k not in FIELDS}

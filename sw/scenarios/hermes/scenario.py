@@ -43,6 +43,7 @@ import time
 import numpy as np
 
 from ndpdimm.cosim.backend import CoreConfig
+from ndpdimm.cosim.provenance import without
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.scenarios.base import Result, RunContext, quiet
@@ -125,6 +126,7 @@ class HermesResult(Result):
     def from_dict(cls, d: dict) -> "HermesResult":
         """A result back from its JSON (``as_dict()``, e.g. a ``hermes.json`` read back), to
         report or plot again (``costs`` stays the JSON's dict)."""
+        d = without(d)     # a written result starts with its provenance fields
         return cls(**{**d, "config": HermesConfig(**d["config"]), "model": ModelShape(**d["model"]),
                       "systems": {k: SystemResult(**v) for k, v in d["systems"].items()},
                       "ablations": {k: SystemResult(**v) for k, v in d["ablations"].items()}})

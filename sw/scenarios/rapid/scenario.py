@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from ndpdimm.cosim.provenance import without
 from ndpdimm.sw.scenarios.base import Result, RunContext
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.energy import load_energy
@@ -221,6 +222,7 @@ class RapidResult(Result):
     def from_dict(cls, d: dict) -> "RapidResult":
         """A result back from its JSON (``as_dict()``, e.g. a ``rapid.json`` read back), to report
         or plot again."""
+        d = without(d)     # a written result starts with its provenance fields
         return cls(**{**d, "config": RapidConfig(**d["config"]), "model": ModelShape(**d["model"]),
                       "systems": [SystemResult(**s) for s in d["systems"]]})
 
