@@ -1,4 +1,4 @@
-"""Every dotted name and repository path written in a docstring of ``cosim/``, ``hw/``, ``synth/`` and ``sw/`` resolves.
+"""Every dotted name and repository path written in a docstring of ``cosim/``, ``hw/``, ``synth/`` and ``sw/``, or in a docs page, resolves.
 
 A docstring that names ``cosim.gemv_job.GemvJob`` or ``hw/dram_controller.POLICIES`` after
 the module moved sends its reader nowhere, and nothing else notices. This test reads the
@@ -18,7 +18,11 @@ constants, and checks:
 * Sphinx references by suffix (``:class:`~.formats.LinkConfig```): some module whose name
   ends with the prefix defines the name.
 
-Not checked (yet): the ``docs/`` pages; ``sw.`` without ``ndpdimm.`` in front (it reads as a
+The Markdown pages (``README.md``, ``CONTRIBUTING.md``, ``docs/*.md``, ``wip/*.md``) are
+checked whole the same way, and their relative links must reach a file or folder; the first
+column of an old -> new table (header ``| old ...``) is skipped, as it names what moved.
+
+Not checked (yet): ``sw.`` without ``ndpdimm.`` in front (it reads as a
 variable too often); paths with wildcards or placeholders (``hw/configs/*``, ``<cache>/rtl``).
 """
 
@@ -38,10 +42,21 @@ DOTTED = re.compile(r"(?<![\w./-])(?:(?:ndpdimm\.)?(?:cosim|hw|synth)|ndpdimm\.(
 PATH = re.compile(r"(?<![\w./<>$-])(?:cosim|hw|synth|sw|bench|tests|docs)/[\w./{},:*<>-]*[\w}/*>]")
 #: A Sphinx cross-reference by suffix (``:class:`~.formats.LinkConfig```): any module whose
 #: name ends with the dotted prefix may hold it, as Sphinx searches
+#: a file name that reads as a dotted name in a page (``cosim.md``, ``synth.py``)
+FILE_SUFFIX = re.compile(r"\.(?:md|py|json|toml|png|txt|h|cpp|v|sv)$")
+#: a Markdown link to a relative target (not a URL, not an anchor of the same page)
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s#]+)(?:#[^)]*)?\)")
 RELATIVE = re.compile(r":(?:mod|class|func|data|meth|attr|exc|obj):`~?(\.[A-Za-z_][\w.]*)`")
 #: (file, reference): why it is not ours to resolve
 NOT_OURS = {
     ("synth/sram_macro.py", "docs/source/results.md"): "a path in OpenRAM's repository",
+    ("docs/synth.md", "docs/source/results.md"): "a path in OpenRAM's repository",
+    ("docs/memory_side.md", "bench/results/rank_queue_16/dram_gemv.json"):
+        "a result of the history (removed in 42c29f3), named as the run it was",
+    ("docs/perf_model.md", "bench/results/rank_queue_16/dram_gemv.json"):
+        "a result of the history (removed in 42c29f3), named as the run it was",
+    ("CONTRIBUTING.md", "hw/link/link_phy.py"): "the naming rule's counter-example",
+    ("CONTRIBUTING.md", "sw/hermes_predictor.py"): "the naming rule's counter-example",
 }
 
 
@@ -181,11 +196,52 @@ def check_path(text: str) -> str | None:
     return None
 
 
+def old_columns_blanked(text: str) -> str:
+    """``text`` with the first cell of every row of an old -> new table (header ``| old ...``)
+    blanked: those cells name what no longer exists, on purpose."""
+    lines, in_old_table = text.split("\n"), False
+    for i, line in enumerate(lines):
+        if not line.startswith("|"):
+            in_old_table = False
+        elif re.match(r"\|\s*old\b", line):
+            in_old_table = True
+        elif in_old_table:
+            first_end = line.index("|", 1) if "|" in line[1:] else len(line)
+            lines[i] = "|" + " " * (first_end - 1) + line[first_end:]
+    return "\n".join(lines)
+
+
+def page_texts(path: Path) -> list:
+    """``(1, text)``: a Markdown page is checked whole (prose, tables and code blocks), its
+    link targets resolved from its folder (``../cosim/timeline.py`` in ``docs/x.md``) and
+    written as repository paths."""
+    text = old_columns_blanked(path.read_text())
+    links = []
+    for m in LINK.finditer(text):
+        target = (path.parent / m.group(1)).resolve()
+        if target.is_relative_to(REPO):
+            links.append((text[:m.start()].count("\n") + 1, target.relative_to(REPO).as_posix()))
+    return [(1, text)], links
+
+
+def check_link(target: str) -> str | None:
+    """A relative link of a page: the file or folder exists."""
+    return None if (REPO / target).exists() else f"{target} does not exist"
+
+
 def references(path: Path) -> list:
-    """``(line, kind, text)`` of every dotted name and repository path in ``path``'s docstrings."""
+    """``(line, kind, text)`` of every dotted name and repository path in ``path``'s docstrings
+    (a Markdown page: in the whole page, and its relative links as paths)."""
     found = []
-    for line, doc in docstrings(parsed(path), path.read_text()):
+    if path.suffix == ".md":
+        texts, links = page_texts(path)
+        found += [(line, "link", target) for line, target in links]
+    else:
+        texts = docstrings(parsed(path), path.read_text())
+    for line, doc in texts:
         for m in DOTTED.finditer(doc):
+            if path.suffix == ".md" and FILE_SUFFIX.search(m.group(0)):
+                continue                                 # ``cosim.md``: a page's name
             found.append((line + doc[:m.start()].count("\n"), "name", m.group(0)))
         for m in RELATIVE.finditer(doc):
             found.append((line + doc[:m.start()].count("\n"), "relative", m.group(1)))
@@ -201,15 +257,24 @@ def problems(files) -> list:
         for line, kind, text in references(path):
             if path.is_relative_to(REPO) and (path.relative_to(REPO).as_posix(), text) in NOT_OURS:
                 continue
-            missing = {"name": check_dotted, "path": check_path, "relative": check_relative}[kind](text)
+            missing = {"name": check_dotted, "path": check_path, "relative": check_relative,
+                       "link": check_link}[kind](text)
             if missing:
                 where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
                 bad.append(f"{where}:{line}: {text}: {missing}")
     return bad
 
 
+#: The Markdown pages checked: the docs and the repository's own pages.
+PAGES = ("README.md", "CONTRIBUTING.md", "docs/*.md", "wip/*.md")
+
+
 def checked_files() -> list:
     return [p for top in CHECKED for p in sorted((REPO / top).rglob("*.py"))]
+
+
+def checked_pages() -> list:
+    return [p for pattern in PAGES for p in sorted(REPO.glob(pattern))]
 
 
 def test_docstring_references_resolve():
@@ -217,6 +282,13 @@ def test_docstring_references_resolve():
     assert len(files) > 100, files
     bad = problems(files)
     assert not bad, "docstrings naming what does not exist:\n" + "\n".join(bad)
+
+
+def test_docs_page_references_resolve():
+    pages = checked_pages()
+    assert len(pages) > 20, pages
+    bad = problems(pages)
+    assert not bad, "docs pages naming what does not exist:\n" + "\n".join(bad)
 
 
 def test_references_are_found():
@@ -259,3 +331,19 @@ def test_checker_judges_a_reference(doc, stale, tmp_path):
         module.write_text(text)
         assert references(module), (form, doc)
         assert bool(problems([module])) == stale, (form, doc, problems([module]))
+
+
+def test_checker_judges_a_page(tmp_path):
+    """In a page: a stale path or name is caught, the old column of an old -> new table is
+    not, a page's name is not a dotted name, and a relative link must reach a file."""
+    page = tmp_path / "page.md"
+    page.write_text("See `hw/gemv_engine.py` and `cosim.md`.\n")
+    assert [p.split(": ", 2)[1] for p in problems([page])] == ["hw/gemv_engine.py"]
+    page.write_text("| old | new |\n|---|---|\n| `hw/gemv_engine.py` | `hw/gemv/engine.py` |\n\n"
+                    "Then `ndpdimm.cosim.gemv.job.GemvJob`.\n")
+    assert references(page) and not problems([page])
+    page.write_text("| old | new |\n|---|---|\n| `hw/gemv_engine.py` | `hw/gemv_unit.py` |\n")
+    assert len(problems([page])) == 1                    # the new column is checked
+    assert [m.group(1) for m in LINK.finditer("[a](../cosim/timeline.py#x) [b](https://x.org) [c](#y)")] \
+        == ["../cosim/timeline.py"]
+    assert check_link("cosim/timeline.py") is None and check_link("cosim/no_such.py")
