@@ -2,7 +2,7 @@
 changes) them: ``python -m ndpdimm.bench.cycle_identity``.
 
 Runs every calibration and held-out point of ``ndpdimm calibrate``
-(``cosim/model/calibrate.py``: GEMVs of every operation and dtype, DMAs,
+(``cosim/model/calibrate/points.py``: GEMVs of every operation and dtype, DMAs,
 activations, rejected descriptors) for one core configuration on the C++
 harness, **in one process from reset, in a fixed order**, so that two RTL
 builds see the same DRAM refresh phases and the same state at every point;

@@ -1,4 +1,4 @@
-"""argparse value types shared by the command lines (``sw/cli.py``, ``cosim/model/calibrate.py``,
+"""argparse value types shared by the command lines (``sw/cli.py``, ``cosim/model/calibrate/command.py``,
 ``cosim/bench_*.py``): a bad value exits with status 2 and a one-line reason."""
 
 import argparse

@@ -12,7 +12,7 @@ Subcommands:
 * ``ndpdimm run-layer`` a real MLP layer or attention step through the driver API on the
   ``rtl`` or ``model`` backend, checked bit for bit against the golden model (``sw/layer/run.py``)
 * ``ndpdimm calibrate`` fit the performance model of the ``model`` backend to RTL cycle counts
-  (``cosim/model/calibrate.py``)
+  (``cosim/model/calibrate/``)
 * ``ndpdimm synth``   Yosys synthesis and the area report (``synth/command.py``)
 * ``ndpdimm hermes``  the Hermes scenario: a dense LLM on a GPU + NDP-DIMMs against its baselines,
   or a sweep (``sw/scenarios/hermes/scenario.py``, ``sw/scenarios/hermes/report.py``)
@@ -414,29 +414,12 @@ def _parser():
 
 
 def _calibrate(args) -> None:
-    """``ndpdimm calibrate``: the fit (``cosim/model/calibrate.py``) with its RTL points on Dask,
-    then the held-out scenario streams (``sw/sampling/streams.py``) if asked."""
-    from ndpdimm.cosim.model import calibrate
+    """``ndpdimm calibrate``: the command of ``cosim/model/calibrate/command.py``, with its RTL
+    points and held-out streams on Dask when ``--scheduler`` or ``--jobs`` > 1."""
+    from ndpdimm.cosim.model.calibrate import command
     from ndpdimm.sw.sweep.tasks import dask_runner
-    if args.streams < 0 or (args.streams_only and not args.streams):
-        raise ValueError(f"--streams must be >= 1 with --streams-only, and >= 0 (got {args.streams})")
-    if args.streams_only and args.refit:
-        raise ValueError("--streams-only adds streams to an existing calibration; it takes no --refit")
     sharded = args.scheduler or args.jobs > 1
-    runner = dask_runner(args.scheduler, args.jobs) if sharded else calibrate.local_runner(1)
-    config = calibrate.config_from_args(args)
-    if args.streams_only:
-        record, path = calibrate.load_record(config, args.out)
-    else:
-        record = calibrate.run(args, runner=runner if sharded else None)
-        path = args.out or calibrate.calibration_path(config)
-    if args.streams:
-        from ndpdimm.sw.sampling.streams import stream_check
-        from ndpdimm.sw.scenarios.kernel_logs import scenario_logs
-        block = stream_check(scenario_logs(config), config, args.streams, args.stream_seed, runner)
-        calibrate.add_held_out_streams(record, block, path)
-        print(calibrate.report(record))
-        print(f"wrote {path}")
+    command.run(args, runner=dask_runner(args.scheduler, args.jobs) if sharded else None)
 
 
 def _fuzz(args) -> int:

@@ -2,7 +2,7 @@
 
 One codec for every user of the RTL's payload layouts: the golden model's descriptor and
 header decoding (``cosim/golden/core.py``), the calibration's descriptor fields
-(``cosim/model/calibrate.py``) and the cocotb benches' stream payloads
+(``cosim/model/calibrate/measure.py``) and the cocotb benches' stream payloads
 (``cosim/rtl/benches/``). Field positions come from the layout object that builds the RTL,
 so they are written once. Much faster than building Amaranth constants per beat in a cocotb
 loop.

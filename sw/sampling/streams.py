@@ -1,6 +1,6 @@
 """Held-out scenario streams of a calibration: the scenarios' own kernels, RTL against model.
 
-A calibration (``cosim/model/calibrate.py``) fits the performance model to single descriptors
+A calibration (``cosim/model/calibrate/``) fits the performance model to single descriptors
 and short sequences. The scenarios charge whole kernels: back-to-back descriptor streams
 (a Hermes cold-neuron MLP is index DMAs, row gathers, activations and a DMA out; an attention
 step gathers the KV cache; a TriMoE expert is a SwiGLU chain of GEMVs). This module checks the

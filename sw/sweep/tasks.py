@@ -4,7 +4,7 @@
   of a ``LocalCluster`` of ``workers`` single-threaded worker processes made for the occasion
   (closed on exit).
 * :func:`dask_runner`: the two above as a ``runner(fn, tasks, on_done)`` for code below ``sw``
-  that shards work without importing Dask (``cosim/model/calibrate.py``'s ``run_points``).
+  that shards work without importing Dask (``cosim/model/calibrate/measure.py``'s ``run_points``).
 * :func:`run_tasks`: submit ``fn(*args)`` per item and hand each outcome to ``on_done(i,
   result, error)`` as it completes. A task whose worker was lost (``KilledWorker`` once the
   scheduler's own rescheduling gave up, a closed connection, a cancelled future) is resubmitted

@@ -30,7 +30,7 @@ The parts, from how the hardware works (module docstrings of ``hw/``):
   ``structure``: everything else, taken from the configuration and the ``hw/`` modules that
   build the core; ``cost``: the named quantities the parts hand to the model.
 
-The fitted parameters come from ``cosim/model/calibrate.py`` runs against the RTL backend
+The fitted parameters come from ``cosim/model/calibrate/`` runs against the RTL backend
 and live in ``cosim/model/calibration/<config key>.json``. :meth:`PerfModel.for_config`
 loads the file of a configuration; a configuration without one gets the default
 configuration's parameters with an :class:`UncalibratedWarning` (the structural part -

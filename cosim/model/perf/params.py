@@ -3,7 +3,7 @@
 :class:`PerfParams` holds the few physical constants the model cannot read from the
 hardware description (NDP cycles unless stated); :data:`PARAMETER_GROUPS` says which part of
 the model (``cosim/model/perf/``) each one belongs to. The fitted ones come from
-``ndpdimm calibrate`` (``cosim/model/calibrate.py``) runs against the RTL backend and live
+``ndpdimm calibrate`` (``cosim/model/calibrate/``) runs against the RTL backend and live
 in ``cosim/model/calibration/<config key>.json``, one file per configuration
 (:func:`config_key`, :func:`calibration_path`, :func:`load_calibration`). No cycle behaviour
 lives here.

@@ -1,5 +1,5 @@
-"""Sharded, resumable RTL runs of the calibration (``cosim/model/calibrate.py``: ``run_points``,
-``PointStore``, ``local_runner``; ``sw/sweep/tasks.py``: ``dask_runner``).
+"""Sharded, resumable RTL runs of the calibration (``cosim/model/calibrate/measure.py``:
+``run_points``, ``PointStore``, ``local_runner``; ``sw/sweep/tasks.py``: ``dask_runner``).
 
 Three cheap points of the small core (the harness the other fast harness tests build): a first
 run measures them and saves each; a second run with a runner that must not be called returns the
@@ -11,6 +11,7 @@ import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.model import calibrate
+from ndpdimm.cosim.model.calibrate import measure
 from ndpdimm.sw.sweep.tasks import dask_runner
 
 SMALL = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
@@ -29,7 +30,7 @@ def _no_runner(fn, tasks, on_done):
 
 
 def test_points_are_saved_and_a_second_run_resumes(tmp_path, monkeypatch):
-    monkeypatch.setattr(calibrate, "SHARD_CYCLES", 1)         # one shard per point
+    monkeypatch.setattr(measure, "SHARD_CYCLES", 1)           # one shard per point (read by run_points)
     store = calibrate.PointStore(tmp_path / "points")
     pts = _points()
     recs, extras = calibrate.run_points(SMALL, pts, jobs=1, progress=False, store=store,
@@ -45,7 +46,7 @@ def test_points_are_saved_and_a_second_run_resumes(tmp_path, monkeypatch):
 
 
 def test_a_failed_shard_keeps_the_others_and_names_itself(tmp_path, monkeypatch):
-    monkeypatch.setattr(calibrate, "SHARD_CYCLES", 1)
+    monkeypatch.setattr(measure, "SHARD_CYCLES", 1)
     store = calibrate.PointStore(tmp_path / "points")
     pts = _points()
 

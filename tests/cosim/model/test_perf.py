@@ -1,4 +1,4 @@
-"""The transaction-level performance model (cosim/model/perf/) and its calibration (cosim/model/calibrate.py).
+"""The transaction-level performance model (cosim/model/perf/) and its calibration (cosim/model/calibrate/).
 
 Fast tests: the fitter recovers parameters from data the model generated itself, the model's
 sanity (monotonic in size, batch scaling, SOFTMAX dearer than one ACT pass, cheap rejections),
@@ -14,6 +14,7 @@ import pytest
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.model import calibrate
+from ndpdimm.cosim.model.calibrate import measure
 from ndpdimm.cosim.model.perf import (
     COUNTER_NAMES,
     DRAM_FITTED,
@@ -499,7 +500,7 @@ def test_a_refresh_falling_due_inside_a_dma_does_not_slow_it_on_the_rtl():
     from ndpdimm.cosim.rtl.harness import RtlBackend
     m = PerfModel.for_config(DEFAULT)
     with RtlBackend(DEFAULT, progress=False) as b:
-        runner = calibrate._Runner(b, DEFAULT)
+        runner = measure.Runner(b, DEFAULT)
         for to_dram in (0, 1):
             f = {"opcode": Opcode.DMA, "to_dram": to_dram, "dram": calibrate.DMA_BASE,
                  "sram": 0, "n_bytes": 96 * 1024}
@@ -522,7 +523,7 @@ def test_refresh_lead_is_where_the_rtl_stops_waiting():
     from ndpdimm.cosim.rtl.harness import RtlBackend
     lead = round(PerfParams().refresh_lead)
     with RtlBackend(DEFAULT, progress=False) as b:
-        runner = calibrate._Runner(b, DEFAULT)
+        runner = measure.Runner(b, DEFAULT)
         for to_dram, ks, waits in ((0, range(-30, -9, 5), True),
                                    (0, range(lead, lead + 50, 4), False),
                                    (1, range(20, 70, 4), False)):
@@ -710,7 +711,7 @@ def test_held_out_points_against_the_rtl():
     assert len(pts) == len(names)
     bound = record["summary"]["held_out"]["max_abs_pct"]      # stated max over all held-out
     with RtlBackend(DEFAULT, progress=False) as b:
-        runner = calibrate._Runner(b, DEFAULT)
+        runner = measure.Runner(b, DEFAULT)
         for pt in pts:
             rec = runner.measure(pt)
             # the same descriptor at another refresh phase: within a few refreshes of the file's
@@ -747,7 +748,7 @@ def test_model_backend_replays_host_traffic_and_refresh_debt():
     for pol in ("host_first", "ndp_first", "fair"):
         for interval in (50, 400):
             b = ModelBackend(DEFAULT, functional=False, perf=m)
-            rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dense-every{interval}"])
+            rec = measure.Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dense-every{interval}"])
             assert rec["status"] == "OK" and rec["host_accesses"] > 10
             assert set(rec["host_latencies"]) == {busy[pol]}
             # accesses come every latency + interval cycles (the first one: a full span)
@@ -760,13 +761,13 @@ def test_model_backend_replays_host_traffic_and_refresh_debt():
             assert added == pytest.approx(per * rec["host_accesses"], abs=per + 1)
             assert b.csr_read("POLICY") == 2                   # the run restores fair
         b = ModelBackend(DEFAULT, functional=False, perf=m)
-        rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dma-every80"])
+        rec = measure.Runner(b, DEFAULT).sequence(runs[f"host-{pol}-dma-every80"])
         assert rec["cycles"] == rec["alone_cycles"]            # DMAs: latency only
     # debt: the probe right after the big DMA waits for the refresh under way, later ones less
     probes = {}
     for gap in (0, 150, 500):
         b = ModelBackend(DEFAULT, functional=False, perf=m)
-        rec = calibrate._Runner(b, DEFAULT).sequence(runs[f"debt-gap{gap}"])
+        rec = measure.Runner(b, DEFAULT).sequence(runs[f"debt-gap{gap}"])
         probes[gap] = rec["cycles"]
     assert probes[0] > probes[150] > probes[500]
     assert probes[0] - probes[150] == pytest.approx(150, abs=2)
