@@ -172,11 +172,13 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
     build_info = json.loads((Path(build_dir) / "build.done.json").read_text())
     jobs = stats["jobs"]
     dense = [j for j in jobs if j["op"] == "dense" and not j["host_requests"]]
+    # --jobs is part of the command: each process seeds its points' index lists by their
+    # place in its share, so the random gathers depend on how the points were split
     doc = {
         **bench_header("dram_gemv", f"ndpdimm bench --suite dram_gemv --units {units} "
                                     + (f"--points-file {points_file}" if points_file else
                                        f"--rows {rows} --cols {cols}")
-                                    + f" --ring-beats {ring_beats}"),
+                                    + f" --ring-beats {ring_beats} --jobs {n_proc}"),
         "design": {"n_units": units, "ring_beats": ring_beats, "refresh": "aligned",
                    "rank_queue_depth": RANK_QUEUE_DEPTH,
                    "dram_config": "hw/configs/ddr4-3200.toml", "ndp_clock_ghz": 1.0},
