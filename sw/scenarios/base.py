@@ -48,10 +48,16 @@ MAX_UNITS = 4096
 class CoreChoice:
     """The NDP core of a run: ``backend`` (``model``: the calibrated performance model; ``rtl``:
     the Verilated core), ``units`` (GEMV multiplier units) and ``act_lanes`` (activation-unit
-    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it."""
-    backend: str = "model"
-    units: int | None = 256
-    act_lanes: int | None = 256
+    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it.
+    Each field's ``metadata`` is what its command-line option needs (``sw/commands/options.py``)."""
+    backend: str = dataclasses.field(default="model", metadata={
+        "choices": BACKENDS,
+        "help": "where NDP kernel cycles come from (rtl: the Verilated core; needs a small "
+                "--units, e.g. 16, and --act-lanes 16)"})
+    units: int | None = dataclasses.field(default=256, metadata={
+        "positive": True, "help": "GEMV multiplier units per NDP core"})
+    act_lanes: int | None = dataclasses.field(default=256, metadata={
+        "positive": True, "help": "activation unit lanes"})
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
