@@ -1,9 +1,10 @@
-"""argparse value types shared by the command lines (``sw/cli.py``, ``cosim/model/calibrate/command.py``,
-``cosim/bench_*.py``): a bad value exits with status 2 and a one-line reason."""
+"""argparse value types shared by the command lines (the ``ndpdimm`` commands of ``sw/commands/``,
+``cosim/model/calibrate/command.py``, ``synth/command.py``): a bad value exits with status 2 and a
+one-line reason."""
 
 import argparse
 
-__all__ = ["positive_int", "non_negative_int"]
+__all__ = ["positive_int", "non_negative_int", "positive_float"]
 
 
 def _int_at_least(text, low: int, what: str) -> int:
@@ -23,3 +24,14 @@ def positive_int(text):
 def non_negative_int(text):
     """An int >= 0 (a sample count, a worker count)."""
     return _int_at_least(text, 0, "an int >= 0")
+
+
+def positive_float(text):
+    """A finite number > 0 (seconds, a rate factor)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value

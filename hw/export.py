@@ -1,6 +1,6 @@
 """The core's register map, descriptor formats and Verilog in the formats integration tools read.
 
-``ndpdimm export`` (``sw/cli.py``) calls :func:`export`, which writes into one folder, for one
+``ndpdimm export`` (``sw/commands/export.py``) calls :func:`export`, which writes into one folder, for one
 build of the ``NdpCore`` top (its parameters, e.g. ``n_units``):
 
 * ``ndp_core.v`` - the core's Verilog (``ndp_core_verilog``), top module ``ndp_core``; its

@@ -17,8 +17,10 @@ Data flows one way (CONTRIBUTING.md, each package's ``__init__`` docstring):
   and the driver's descriptor timelines) and the provenance writer ``cosim.provenance`` (the
   commit, dirty flag, command and date every result records): never a backend class (``cosim.model.backend``,
   ``cosim.rtl.harness``) or anything else below the driver;
-* the entry points at the top, the command line ``ndpdimm.sw.cli`` and the benchmark
-  suites ``ndpdimm.bench``, may import anything.
+* the entry points at the top, the command line ``ndpdimm.sw.cli`` with its commands
+  ``ndpdimm.sw.commands`` (one module per ``ndpdimm`` command: it runs the benchmark suites,
+  synthesis, the calibration, the RTL harness) and the benchmark suites ``ndpdimm.bench``, may
+  import anything; nothing else in ``ndpdimm.sw`` imports the command line.
 
 Inside ``ndpdimm.sw`` (``FORBIDDEN``): the NDP kernels (``sw/kernels``) sit below every
 scenario, the sampled co-simulation and the calibration's streams (``sw/sampling``) reach the
@@ -70,15 +72,23 @@ RULES = (
     ("ndpdimm.sw", ("ndpdimm.hw", "ndpdimm.sw", "ndpdimm.cosim.backend", "ndpdimm.cosim.golden",
                     "ndpdimm.cosim.timeline", "ndpdimm.cosim.provenance")),
     ("ndpdimm.sw.cli", ANY),
+    # the commands of the CLI, one module each (sw/commands/): at the top like sw/cli.py, as
+    # `ndpdimm bench`, `synth`, `calibrate` and `fuzz` run what sits below sw (their heavy
+    # imports are inside their run(), so `ndpdimm --help` imports none of it)
+    ("ndpdimm.sw.commands", ANY),
     ("ndpdimm.bench", ANY),
 )
 
 SCENARIOS = ("ndpdimm.sw.scenarios.hermes", "ndpdimm.sw.scenarios.trimoe", "ndpdimm.sw.scenarios.rapid")
+#: the command line, which nothing below it in ``ndpdimm.sw`` imports
+CLI = ("ndpdimm.sw.cli", "ndpdimm.sw.commands")
 #: (module prefix, import prefixes it may not use), on top of ``RULES``; every matching entry applies
 FORBIDDEN = (
     ("ndpdimm.sw.kernels", ("ndpdimm.sw.scenarios", "ndpdimm.sw.sampling", "ndpdimm.sw.sweep",
-                            "ndpdimm.sw.reproduce", "ndpdimm.sw.cli")),
-    ("ndpdimm.sw.sampling", ("ndpdimm.sw.scenarios", "ndpdimm.sw.reproduce", "ndpdimm.sw.cli")),
+                            "ndpdimm.sw.reproduce") + CLI),
+    ("ndpdimm.sw.sampling", ("ndpdimm.sw.scenarios", "ndpdimm.sw.reproduce") + CLI),
+    *((f"ndpdimm.sw.{below}", CLI) for below in ("driver", "layer", "scenarios", "reproduce",
+                                                  "sweep", "result_files")),
     *((own, tuple(s for s in SCENARIOS if s != own)) for own in SCENARIOS),
     *((f"ndpdimm.sw.scenarios.{shared}", SCENARIOS)
       for shared in ("catalog", "gpu", "energy", "base")),
@@ -264,6 +274,9 @@ def test_exceptions_are_still_needed():
     ("ndpdimm.sw.scenarios.hermes.costs", "from ..trimoe import costs"),
     ("ndpdimm.sw.scenarios.trimoe.scenario", "import ndpdimm.sw.scenarios.rapid.simulate"),
     ("ndpdimm.sw.scenarios.energy", "from ndpdimm.sw.scenarios.hermes.catalog import Hardware"),
+    # the command line sits above the rest of sw/
+    ("ndpdimm.sw.scenarios.hermes.config", "def f():\n    from ndpdimm.sw.commands.options import add_config_options"),
+    ("ndpdimm.sw.sweep.run", "from ndpdimm.sw.cli import main"),
     # cosim's models below the RTL and the performance model
     ("ndpdimm.cosim.golden.core", "from ndpdimm.cosim.rtl.benches.streams import LayoutCodec"),
     ("ndpdimm.cosim.golden.core", "from ..rtl import build"),
@@ -295,6 +308,8 @@ def test_checker_catches_a_wrong_import(module, source):
     ("ndpdimm.sw.scenarios.rapid.simulate", "from ndpdimm.cosim.timeline import Timeline"),
     ("ndpdimm.sw.driver.dimm", "from ndpdimm.cosim.model.backend import ModelBackend"),
     ("ndpdimm.sw.cli", "from ndpdimm.synth import command"),
+    ("ndpdimm.sw.commands.bench", "from ndpdimm.bench.gemv import run_bench"),
+    ("ndpdimm.sw.commands.fuzz", "from ndpdimm.cosim.rtl.harness import RtlBackend"),
     ("ndpdimm.sw.sampling.replay", "from ndpdimm.sw.kernels import replay"),
     ("ndpdimm.sw.scenarios.rapid.costs", "from ndpdimm.sw.kernels.attention import ndp_attention_cost"),
     ("ndpdimm.sw.scenarios.rapid.scenario", "from ndpdimm.sw.scenarios.energy import load_energy"),

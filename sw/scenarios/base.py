@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ndpdimm.cosim.backend import CoreConfig
-from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.sampling.record import KernelLog
-from ndpdimm.sw.sampling.stats import check_samples_request
+
+# the driver and the sampling modules import torch (seconds): they are imported where they are
+# used, so that a configuration, and the options the CLI makes of its fields, imports quickly
+if TYPE_CHECKING:
+    from ndpdimm.sw.driver.dimm import Dimm
+    from ndpdimm.sw.sampling.record import KernelLog
 
 __all__ = ["BACKENDS", "CoreChoice", "RunContext", "cost_dimm", "Tally", "Result", "as_json", "quiet"]
 
@@ -45,10 +48,16 @@ MAX_UNITS = 4096
 class CoreChoice:
     """The NDP core of a run: ``backend`` (``model``: the calibrated performance model; ``rtl``:
     the Verilated core), ``units`` (GEMV multiplier units) and ``act_lanes`` (activation-unit
-    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it."""
-    backend: str = "model"
-    units: int | None = 256
-    act_lanes: int | None = 256
+    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it.
+    Each field's ``metadata`` is what its command-line option needs (``sw/commands/options.py``)."""
+    backend: str = dataclasses.field(default="model", metadata={
+        "choices": BACKENDS,
+        "help": "where NDP kernel cycles come from (rtl: the Verilated core; needs a small "
+                "--units, e.g. 16, and --act-lanes 16)"})
+    units: int | None = dataclasses.field(default=256, metadata={
+        "positive": True, "help": "GEMV multiplier units per NDP core"})
+    act_lanes: int | None = dataclasses.field(default=256, metadata={
+        "positive": True, "help": "activation unit lanes"})
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -95,6 +104,8 @@ class RunContext:
     rtl_workers: int = 2
 
     def __post_init__(self):
+        from ndpdimm.sw.sampling.record import KernelLog
+        from ndpdimm.sw.sampling.stats import check_samples_request
         check_samples_request(self.rtl_samples, self.rtl_seed, self.rtl_workers)
         if self.kernels is None:
             self.kernels = KernelLog()
@@ -118,6 +129,7 @@ def quiet(*_: Any, **__: Any) -> None:
 def cost_dimm(backend: str, core: CoreConfig) -> Dimm:
     """The DIMM NDP cost lines are measured on: ``Dimm("model", core, functional=False)`` (timing
     only) or ``Dimm("rtl", core)``."""
+    from ndpdimm.sw.driver.dimm import Dimm
     if backend not in BACKENDS:
         raise ValueError(f"backend must be 'model' or 'rtl', got {backend!r}")
     return Dimm(backend, core, functional=False) if backend == "model" else Dimm(backend, core)

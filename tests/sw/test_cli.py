@@ -1,5 +1,7 @@
-"""The ndpdimm command line: bad arguments fail early with a clear message; verilog works."""
+"""The ndpdimm command line (``sw/cli.py`` over the registry ``sw/commands/``): every command is
+registered; bad arguments fail early with a clear message; verilog works."""
 
+import argparse
 import subprocess
 import sys
 
@@ -84,3 +86,78 @@ def test_run_layer_timeline_on_the_model_backend(tmp_path, capsys):
     assert {"GEMV engine", "activation unit", "DMA"} <= {t for t in f.track_names(proc)
                                                         if f.tracks[(proc, t)]}
     assert "SOFTMAX" in {s[3]["opcode"] for s in f.tracks[(proc, "activation unit")]}
+
+
+def test_the_registry_lists_every_command():
+    """Every command of the registry is a sub-command with its help, a module with
+    ``add_arguments`` and ``run``, and a line of docs/commands.md; nothing else is one."""
+    from pathlib import Path
+
+    from ndpdimm.sw.cli import build_parser
+    from ndpdimm.sw.commands import COMMANDS, command
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == list(COMMANDS)
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
+    for name in COMMANDS:
+        module = command(name)
+        assert module.__name__ == COMMANDS[name]
+        assert helps[name] == module.HELP and module.HELP
+        assert callable(module.add_arguments) and callable(module.run)
+        assert f"| `ndpdimm {name}" in docs, f"docs/commands.md has no line for ndpdimm {name}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["cache", "--help"], ["hermes", "--help"],
+                                  ["trimoe", "--help"], ["rapid", "--help"]])
+def test_parsing_imports_no_torch_and_only_the_command_run(argv):
+    """Only the command run declares its options (a scenario's from its configuration, which
+    imports no torch): ``ndpdimm --help`` imports no configuration at all."""
+    code = ("import sys\nfrom ndpdimm.sw.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('.config')))")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.strip().splitlines()[-1]
+    name = argv[0] if argv[0] in ("hermes", "trimoe", "rapid") else None
+    assert loaded == (f"['ndpdimm.sw.scenarios.{name}.config']" if name else "[]")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["hermes", "--batch", "17"], "batch must be an int in [1, 16], got 17"),
+    (["hermes", "--values", "1,2"], "--values needs --sweep"),
+    (["trimoe", "--systems", "gpu_only,tpu"], "systems must be a non-empty subset"),
+    (["trimoe", "--alpha", "1.5"], "alpha must be in (0, 1], got 1.5"),
+    (["rapid", "--trace", "t.csv", "--rate-scale", "2"], "--rate-scale applies to generated traces"),
+    (["fuzz", "--json", "no_such_folder/fuzz.json"], "its folder does not exist"),
+    (["regress", "--scheduler", "localhost:8786"], "--scheduler must be an address like tcp://"),
+    (["sweep"], "give a sweep file (or --list-jobs)"),
+    (["sweep", "x.toml", "--scheduler", "tcp://h:1", "--in-process"], "exclude each other"),
+])
+def test_a_bad_value_a_command_refuses_exits_2_with_one_line(argv, message, capsys):
+    """A ``ValueError`` of a command (or of the configuration its options make): exit status 2
+    and one line, ``ndpdimm <command>: error: <reason>``, before any work."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"ndpdimm {argv[0]}: error: ")
+    assert message in captured.err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["hermes", "--units", "0"], "argument --units: expected a positive integer, got 0"),
+    (["trimoe", "--backend", "fpga"], "argument --backend: invalid choice: 'fpga' (choose from 'model', 'rtl')"),
+    (["rapid", "--duration", "-5"], "argument --duration: expected a positive number, got '-5'"),
+    (["rapid", "--mode", "fast"], "argument --mode: invalid choice: 'fast' (choose from 'static', "
+     "'dynamic-power', 'dynamic', 'all')"),
+    (["rapid", "--tpot-slo", "inf"], "argument --tpot-slo: expected a positive number, got 'inf'"),
+    (["hermes", "--skew", "high"], "argument --skew: invalid float value: 'high'"),
+])
+def test_a_bad_option_value_exits_2_naming_the_option(argv, message, capsys):
+    """argparse refuses a bad value of an option made from a configuration field: exit status 2,
+    the usage, then one line naming the option."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"ndpdimm {argv[0]}: error: {message}"

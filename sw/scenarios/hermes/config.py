@@ -29,21 +29,32 @@ class HermesConfig(CoreChoice):
     """One Hermes run: model and hardware files, batch and NDP-DIMMs, prompt and decode lengths,
     the activation traces (parameters: ``sw/scenarios/hermes/traces.py``), the predictor, the
     online adjustment and remapping, the placement ILP, and the NDP core every DIMM carries
-    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: 256 units and 256 lanes unless told)."""
-    model: str = "llama2-70b"
-    hardware: str = "hermes"
-    batch: int = 1
-    dimms: int | None = None               # None: the hardware file's
-    prompt: int = 512                      # prompt tokens (prefill) = initial context
-    tokens: int = 64                       # decode steps simulated
+    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`: 256 units and 256 lanes unless told). The
+    ``metadata`` of a field is what its ``ndpdimm hermes`` option needs (help, ...;
+    ``sw/commands/options.py``); ``sw/commands/hermes.py`` names the fields that are options."""
+    model: str = dataclasses.field(default="llama2-70b", metadata={
+        "help": "model name from sw/configs/models, a TOML file, or a Hugging Face config.json (or "
+                "its folder: OPT, LLaMA, Mistral, Falcon) (default llama2-70b)"})
+    hardware: str = dataclasses.field(default="hermes", metadata={
+        "help": "hardware name or TOML file (default hermes)"})
+    batch: int = dataclasses.field(default=1, metadata={
+        "positive": True, "help": "sequences per decode step, 1..16"})
+    dimms: int | None = dataclasses.field(default=None, metadata={      # None: the hardware file's
+        "positive": True, "help": "NDP-DIMMs (default: the hardware file's)"})
+    prompt: int = dataclasses.field(default=512, metadata={   # prompt tokens (prefill) = initial context
+        "positive": True, "help": "prompt tokens (default 512)"})
+    tokens: int = dataclasses.field(default=64, metadata={    # decode steps simulated
+        "positive": True, "help": "decode steps simulated (default 64)"})
     profile_tokens: int = 64
-    sample_layers: int = 4
+    sample_layers: int = dataclasses.field(default=4, metadata={
+        "positive": True,
+        "help": "distinct layers simulated; layer l replays sample l mod S (default 4)"})
     active_fraction: float = 0.1           # per sequence and token
     skew: float = 1.2
     token_similarity: float = 0.9
     layer_correlation: float = 0.8
     predictor_window: int = 16
-    coefficient: float = 0.85
+    coefficient: float = dataclasses.field(default=0.85, metadata={"help": "predictor coefficient"})
     adjust_window: int = 16
     adjust_swaps: int = 64                 # per layer and window
     adjust_margin: float = 0.25            # a swap needs this share of the window more firings
@@ -52,8 +63,12 @@ class HermesConfig(CoreChoice):
     remap_swaps: int = 64
     gpu_reserve_gb: float = 1.5            # CUDA context, activations, workspace (assumption)
     group: int = 256
-    hot_share: float | None = None         # None: the ILP's; else forced share of MLP neurons
-    cold_dtype: str = "fp16"               # "int8": cold neurons stored in INT8 on the DIMMs
+    hot_share: float | None = dataclasses.field(default=None, metadata={
+        "help": "force this share of MLP neurons on the GPU (default: the ILP's choice)"})
+    cold_dtype: str = dataclasses.field(default="fp16", metadata={   # "int8": cold neurons in INT8
+        "option": "--cold-int8", "const": "int8",
+        "help": "cold neurons stored in INT8 on the DIMMs (half their DRAM traffic); the accuracy "
+                "cost is measured on the reduced model"})
     solver: str = "highs"
     seed: int = 0
 

@@ -8,7 +8,7 @@ names the configurations a run compares (``scenario.py`` describes them).
 import dataclasses
 import math
 
-from ndpdimm.sw.scenarios.base import CoreChoice
+from ndpdimm.sw.scenarios.base import BACKENDS, CoreChoice
 from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS
 
@@ -23,23 +23,54 @@ BASE_SYSTEMS = ("coalesced", "static-4p4d", "static-4p750-4d450")
 class RapidConfig(CoreChoice):
     """One RAPID run: the NDP tier's core (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`; ``units``
     None: 256 on the model, 16 on the RTL; ``act_lanes`` None: ``min(units, 256)``) and the fields
-    below; a bad value raises ``ValueError`` naming the field."""
-    units: int | None = None                # GEMV units of the NDP core (None: 256 model, 16 rtl)
+    below; a bad value raises ``ValueError`` naming the field. The ``metadata`` of a field is what
+    its ``ndpdimm rapid`` option needs (help, choices, ...; ``sw/commands/options.py``);
+    ``sw/commands/rapid.py`` names the fields that are options."""
+    backend: str = dataclasses.field(default="model", metadata={
+        "choices": BACKENDS,
+        "help": "where the NDP attention cycles come from (rtl: the Verilated core, 16 units by "
+                "default; default model)"})
+    units: int | None = dataclasses.field(default=None, metadata={   # None: 256 model, 16 rtl
+        "positive": True, "help": "GEMV units of the NDP core (default 256 on model, 16 on rtl)"})
     act_lanes: int | None = None            # activation lanes (None: min(units, 256))
-    model: str = "llama3.1-8b"
-    node: str = "mi300x-node"
-    workload: str = "mixed"
-    pattern: str = "bursty"
-    duration_s: float = 600.0
-    rate_scale: float = 1.0
-    seed: int = 0
-    trace: str | None = None                # a recorded trace file instead of the generator
-    kv_path: str = "direct"
-    mode: str = "dynamic"
-    ndp: bool = True                        # also run the NDP-DIMM decode tier variant(s)
-    ndp_dimms: int | None = None            # NDP-DIMMs in the node (None: the node file's)
-    ttft_slo_s: float | None = None         # None: from the baseline (see the module docstring)
-    tpot_slo_s: float = DEFAULT_TPOT_SLO_S
+    model: str = dataclasses.field(default="llama3.1-8b", metadata={
+        "help": "serving model from sw/configs/serving_models or a TOML file (default llama3.1-8b)"})
+    node: str = dataclasses.field(default="mi300x-node", metadata={
+        "help": "node from sw/configs/rapid or a TOML file (default mi300x-node)"})
+    workload: str = dataclasses.field(default="mixed", metadata={
+        "help": "built-in workload (mixed, long-context) or a .toml file (default mixed)"})
+    pattern: str = dataclasses.field(default="bursty", metadata={
+        "choices": PATTERNS, "help": "arrival pattern of the generated trace (default bursty)"})
+    duration_s: float = dataclasses.field(default=600.0, metadata={
+        "option": "--duration", "positive": True,
+        "help": "seconds of generated trace (default 600)"})
+    rate_scale: float = dataclasses.field(default=1.0, metadata={
+        "positive": True, "option_default": None,   # given or not: --trace refuses it given
+        "help": "multiply the workload's arrival rates (default 1; not for --trace)"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "trace generator seed (default 0)"})
+    trace: str | None = dataclasses.field(default=None, metadata={   # instead of the generator
+        "metavar": "FILE",
+        "help": "replay a recorded CSV trace instead of generating one (--workload, --pattern "
+                "and --duration then do not apply)"})
+    kv_path: str = dataclasses.field(default="direct", metadata={
+        "choices": KV_PATHS,
+        "help": "how KV caches move from prefill to decode GPUs (default direct)"})
+    mode: str = dataclasses.field(default="dynamic", metadata={
+        "choices": MODES,
+        "help": "controlled systems run besides the static ones: dynamic-power (power moves), "
+                "dynamic (power and roles), all (both), static (none); default dynamic"})
+    ndp: bool = dataclasses.field(default=True, metadata={   # also run the NDP-DIMM decode tier
+        "help": "do not run the NDP-DIMM decode tier"})
+    ndp_dimms: int | None = dataclasses.field(default=None, metadata={   # None: the node file's
+        "positive": True,
+        "help": "NDP-DIMMs in the node (default: the node file's, 32); their peak power is taken "
+                "out of the node budget"})
+    ttft_slo_s: float | None = dataclasses.field(default=None, metadata={
+        "option": "--ttft-slo", "positive": True, "metavar": "SECONDS",    # None: from the baseline
+        "help": "TTFT SLO (default: p90 TTFT of static-4p4d on the steady workload)"})
+    tpot_slo_s: float = dataclasses.field(default=DEFAULT_TPOT_SLO_S, metadata={
+        "option": "--tpot-slo", "positive": True, "metavar": "SECONDS", "option_default": None,
+        "help": "TPOT SLO (default 0.05)"})
 
     def __post_init__(self):
         super().__post_init__()

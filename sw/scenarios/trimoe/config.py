@@ -24,30 +24,46 @@ class TriMoeConfig(CoreChoice):
     and steps, the routing trace (parameters: ``sw/scenarios/trimoe/workload.py``), the EMA
     predictor and prefetch threshold, cold-expert rebalancing, DIMM-Link errors, the systems
     compared with their refinement and layout management, and each DIMM's NDP core
-    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`, 256 units and lanes by default)."""
-    model: str = "deepseek-v2"
-    hardware: str = "h100-amx"
-    batch: int = 512                       # tokens per step (64..768 in the paper's range)
-    steps: int = 16
-    profile_steps: int = 8
-    sample_layers: int = 4
-    trace: str | None = None               # a recorded trace file (.npz) instead of the generator
+    (:class:`~ndpdimm.sw.scenarios.base.CoreChoice`, 256 units and lanes by default). The
+    ``metadata`` of a field is what its ``ndpdimm trimoe`` option needs (help, ...;
+    ``sw/commands/options.py``); ``sw/commands/trimoe.py`` names the fields that are options."""
+    model: str = dataclasses.field(default="deepseek-v2", metadata={
+        "help": "MoE model from sw/configs/moe_models, a TOML file, or a Hugging Face config.json "
+                "(or its folder: Mixtral, Qwen-MoE, DeepSeek-V2/V3) (default deepseek-v2)"})
+    hardware: str = dataclasses.field(default="h100-amx", metadata={
+        "help": "hardware from sw/configs/trimoe_hardware or a TOML file (default h100-amx)"})
+    batch: int = dataclasses.field(default=512, metadata={   # 64..768 in the paper's range
+        "positive": True, "help": "tokens per step (default 512)"})
+    steps: int = dataclasses.field(default=16, metadata={
+        "positive": True, "help": "steps simulated (default 16)"})
+    profile_steps: int = dataclasses.field(default=8, metadata={
+        "positive": True,
+        "help": "steps of the profiling trace that warm the EMA and GPU residency (default 8)"})
+    sample_layers: int = dataclasses.field(default=4, metadata={
+        "positive": True, "help": "MoE layers simulated (default 4)"})
+    trace: str | None = dataclasses.field(default=None, metadata={   # instead of the generator
+        "help": "replay a recorded routing trace (.npz)"})
     hot_fraction: float = 0.05
-    hot_mass: float = 0.45
+    hot_mass: float = dataclasses.field(default=0.45, metadata={
+        "help": "share of routed tokens to hot experts"})
     warm_fraction: float = 0.20
     warm_mass: float = 0.35
-    skew: float = 1.0
+    skew: float = dataclasses.field(default=1.0, metadata={
+        "help": "Zipf exponent within each expert class"})
     temporal_correlation: float = 0.9
     volatility: float = 0.5
     layer_variation: float = 0.5
-    alpha: float = 0.3                     # EMA coefficient
-    theta_hot: float = 0.7                 # prefetch when EMA > theta_hot x max EMA
+    alpha: float = dataclasses.field(default=0.3, metadata={"help": "EMA coefficient (default 0.3)"})
+    theta_hot: float = dataclasses.field(default=0.7, metadata={
+        "help": "prefetch when EMA > theta x max EMA (default 0.7)"})
     rebalance_every: int = 4
     rebalance_moves: int = 4
     gpu_staging_experts: int = 4           # GPU buffers that missed experts stream through
-    link_ber: float = 0.0                  # DIMM-Link bit-error rate (relayouts and moves)
+    link_ber: float = dataclasses.field(default=0.0, metadata={
+        "help": "DIMM-Link bit-error rate for relayouts and moves (model; default 0)"})
     seed: int = 0
-    systems: tuple = SYSTEMS
+    systems: tuple = dataclasses.field(default=SYSTEMS, metadata={
+        "help": "comma-separated subset of gpu_only,gpu_cpu,gpu_ndp,trimoe (default all)"})
     # systems whose scheduler runs the bottleneck-aware refinement after the greedy pass (the
     # others keep the greedy placement: prior systems, as TriMoE's ablation removes it)
     refinement: tuple = SYSTEMS

@@ -4,6 +4,7 @@ written, the CLI runs end to end and rejects bad values with status 2 and a one-
 before any simulation, a saved trace replays the same requests, and a tiny benchmark writes
 its JSON with every field."""
 
+import argparse
 import contextlib
 import io
 import json
@@ -13,6 +14,7 @@ import pytest
 from ndpdimm.cosim.provenance import without
 from ndpdimm.sw import cli
 from ndpdimm.sw.cli import main
+from ndpdimm.sw.commands import command
 from ndpdimm.sw.scenarios.rapid.report import format_report, write_report
 from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
 from ndpdimm.sw.scenarios.rapid.workload import generate_trace, load_trace, load_workload
@@ -42,13 +44,19 @@ def cli_run(tmp_path_factory):
 
 
 def test_cli_choices_are_the_scenarios():
+    """``ndpdimm rapid``'s choices are the scenario's own (its options are RapidConfig's fields)."""
     from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS
     from ndpdimm.sw.scenarios.rapid.scenario import MODES
     from ndpdimm.sw.scenarios.rapid.workload import PATTERNS
-    assert cli.RAPID_MODES == MODES and cli.RAPID_PATTERNS == PATTERNS
-    assert cli.RAPID_KV_PATHS == KV_PATHS
-    args = cli._parser().parse_args(["bench", "--suite", "rapid"])
-    assert args.suite == "rapid"
+    rapid = argparse.ArgumentParser()
+    command("rapid").add_arguments(rapid)
+    choices = {a.option_strings[0]: a.choices for a in rapid._actions if a.choices}
+    assert choices == {"--mode": MODES, "--pattern": PATTERNS, "--kv-path": KV_PATHS,
+                       "--backend": ("model", "rtl")}
+    parser = cli.build_parser(declare=("rapid", "bench"))
+    args = parser.parse_args(["rapid", "--mode", "all", "--pattern", "steady", "--kv-path", "p2p"])
+    assert (args.mode, args.pattern, args.kv_path) == ("all", "steady", "p2p")
+    assert parser.parse_args(["bench", "--suite", "rapid"]).suite == "rapid"
 
 
 def test_cli_runs_end_to_end_and_writes_the_results(cli_run):

@@ -1,0 +1,146 @@
+"""``ndpdimm bench --suite NAME``: the benchmark suites, each writing ``<out-dir>/<NAME>.json``.
+
+:data:`SUITES` maps a suite's name, which is also the name of the JSON file it writes
+(``bench/results/<name>.json``), to its runner, ``runner(args, out)`` with ``out`` that file;
+``fuzz`` is the one exception: it writes the ``fuzz`` section of the ``cosim`` suite's file
+(:data:`RESULTS`). ``--suite all`` runs them in the order of :data:`ALL`. The suites:
+``gemv_engine`` (``bench/gemv.py``), ``dram_gemv`` (``bench/dram_gemv.py``), ``dram_trace``
+(``bench/dram_trace.py``), ``cosim`` and ``fuzz`` (``bench/speed.py``), ``dimm_link``
+(``bench/link.py``), ``hermes``, ``trimoe``, ``rapid`` (``sw/scenarios/<name>/bench.py``) and
+``sweep`` (``sw/sweep/bench.py``).
+"""
+
+import argparse
+
+from ndpdimm.cosim.arguments import positive_int
+
+__all__ = ["HELP", "SUITES", "ALL", "RESULTS", "results_file", "add_arguments", "run"]
+
+HELP = ("performance figures from the RTL as JSON: GEMV engine MACs/cycle (gemv_engine) and GEMV "
+        "streaming from DRAM vs the DIMM's peak bandwidth (dram_gemv)")
+
+
+def _gemv_engine(args, out):
+    from ndpdimm.bench.gemv import run_bench
+    kw = {k: v for k, v in (("units", args.units), ("k", args.k)) if v is not None}
+    run_bench(out=out, **kw)
+
+
+def _dram_gemv(args, out):
+    from ndpdimm.bench.dram_gemv import run_dram_bench
+    kw = {k: v for k, v in (("units", args.units), ("rows", args.rows), ("cols", args.cols),
+                            ("ring_beats", args.ring_beats), ("jobs", args.jobs),
+                            ("points_file", args.points_file)) if v is not None}
+    run_dram_bench(out=out, **kw)
+
+
+def _dram_trace(args, out):
+    from ndpdimm.bench.dram_trace import load_trace, run_trace_bench
+    if args.trace:
+        load_trace(args.trace)          # a bad file fails before any simulation
+    run_trace_bench(bursts=args.bursts, trace_file=args.trace, policy=args.policy, out=out)
+
+
+def _cosim(args, out):
+    from ndpdimm.bench.speed import rerun_model, run_bench
+    if args.model_only:
+        rerun_model(out)
+    else:
+        run_bench(units=(args.units,) if args.units else (256, 16),
+                  build_options=args.build_options, out=out)
+
+
+def _fuzz(args, out):
+    from ndpdimm.bench.speed import run_fuzz_bench
+    run_fuzz_bench(args.fuzz_count, out=out)
+
+
+def _dimm_link(args, out):
+    from ndpdimm.bench.link import run_link_bench
+    run_link_bench(out=out, jobs=args.jobs or 2)
+
+
+def _hermes(args, out):
+    from ndpdimm.sw.scenarios.hermes.bench import run_hermes_bench
+    run_hermes_bench(out=out)
+
+
+def _trimoe(args, out):
+    from ndpdimm.sw.scenarios.trimoe.bench import run_trimoe_bench
+    run_trimoe_bench(out=out)
+
+
+def _rapid(args, out):
+    from ndpdimm.sw.scenarios.rapid.bench import run_rapid_bench
+    run_rapid_bench(out=out)
+
+
+def _sweep(args, out):
+    from ndpdimm.sw.sweep.bench import run_sweep_bench
+    run_sweep_bench(out=out)
+
+
+#: suite name (= the name of its JSON file) -> runner(args, out), in the order --suite lists them
+SUITES = {"gemv_engine": _gemv_engine, "dram_gemv": _dram_gemv, "dram_trace": _dram_trace,
+          "cosim": _cosim, "fuzz": _fuzz, "dimm_link": _dimm_link, "hermes": _hermes,
+          "trimoe": _trimoe, "rapid": _rapid, "sweep": _sweep}
+#: the order ``--suite all`` runs them: the long RTL streaming suites last
+ALL = ("gemv_engine", "cosim", "fuzz", "dimm_link", "hermes", "trimoe", "rapid", "sweep",
+       "dram_gemv", "dram_trace")
+#: the suites whose results go into another suite's file (``fuzz``: a section of the cosim suite's)
+RESULTS = {"fuzz": "cosim"}
+
+
+def results_file(suite: str, out_dir: str) -> str:
+    """The JSON file ``suite`` writes in ``out_dir``: ``<out_dir>/<suite>.json`` (see :data:`RESULTS`)."""
+    return f"{out_dir}/{RESULTS.get(suite, suite)}.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", choices=(*SUITES, "all"), default="all",
+                        help="which benchmark (default all); cosim: simulation speed of the backends "
+                             "(bare Verilated loop, harness, cocotb, calibrated model) and model error "
+                             "(bench/speed.py); dram_trace: 64 B address streams (weight stream, random, "
+                             "stream + host reads, row gathers, a trace file) replayed through the "
+                             "memory-system RTL (bench/dram_trace.py); fuzz: the descriptor fuzzer on "
+                             "the harness, descriptors/s, into cosim.json's fuzz section; dimm_link: "
+                             "link goodput, latency and goodput under bit errors (bench/link.py); "
+                             "hermes: tokens/s of every system for every model "
+                             "(sw/scenarios/hermes/bench.py); trimoe: MoE layer latency of every "
+                             "system per model and batch, scheduler time (sw/scenarios/trimoe/bench.py); "
+                             "rapid: simulator speed on an hour at peak load and the serving results "
+                             "table per workload and pattern (sw/scenarios/rapid/bench.py); sweep: Dask "
+                             "sweep scaling from 1 to 2 workers and per-task overhead (sw/sweep/bench.py)")
+    parser.add_argument("--build-options", action="store_true",
+                        help="cosim: also compare C++/Verilator build options on the reduced configuration")
+    parser.add_argument("--model-only", action="store_true",
+                        help="cosim: rerun only the model sections against the harness runs already "
+                             "in cosim.json (after a recalibration; the RTL figures are kept)")
+    parser.add_argument("--units", type=positive_int, default=None,
+                        help="GEMV units (default: the SPEC's 256)")
+    parser.add_argument("--k", type=positive_int, default=None, help="gemv_engine: columns of the GEMVs")
+    parser.add_argument("--rows", type=positive_int, default=None, help="dram_gemv: matrix rows (4096)")
+    parser.add_argument("--cols", type=positive_int, default=None, help="dram_gemv: matrix columns (4096)")
+    parser.add_argument("--ring-beats", type=positive_int, default=None,
+                        help="dram_gemv: weight streamer ring depth in beats (8)")
+    parser.add_argument("--jobs", type=positive_int, default=None,
+                        help="dram_gemv, dimm_link: simulator processes run in parallel (default: "
+                             "CPU count, max 4; dimm_link 2)")
+    parser.add_argument("--points-file", default=None,
+                        help="dram_gemv: JSON list of points to run instead of the default set "
+                             "(see bench/dram_gemv.py; e.g. bench/dram_gemv_points.json)")
+    parser.add_argument("--bursts", type=positive_int, default=40000,
+                        help="dram_trace: NDP bursts per generated stream (default 40000; random: half)")
+    parser.add_argument("--trace", default=None,
+                        help="dram_trace: also replay this trace file (lines cycle,address,R|W,host|ndp)")
+    parser.add_argument("--policy", choices=("fair", "host_first", "ndp_first"), default="fair",
+                        help="dram_trace: host/NDP arbitration policy (default fair)")
+    parser.add_argument("--fuzz-count", type=positive_int, default=100_000,
+                        help="fuzz: descriptors fuzzed (default 100000)")
+    parser.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
+
+
+def run(args: argparse.Namespace) -> int:
+    for suite in ALL if args.suite == "all" else (args.suite,):
+        SUITES[suite](args, results_file(suite, args.out_dir))
+    return 0
