@@ -119,6 +119,8 @@ QUOTES = [
      lambda d: _run(d, "deepseek-v2", 768)["moe_layer_latency_ms"]["gpu_only"], "{:.0f} on the GPU alone"),
     ("RAPID, requests in the hour at peak load", (MEASURED,), "bench/results/rapid.json",
      lambda d: d["simulator_speed"]["requests"], "{:,} requests"),
+    ("RAPID, simulator wall time for the hour", (MEASURED,), "bench/results/rapid.json",
+     lambda d: d["simulator_speed"]["wall_s"], "requests) in\n{:.1f} s beside"),
     ("RAPID, mixed bursty goodput, dynamic", (MEASURED,), "bench/results/rapid.json",
      lambda d: _rapid(d, "mixed", "bursty", "dynamic")["goodput_rps"], "{:.2f} vs"),
     ("RAPID, mixed bursty goodput, static 4P4D", (MEASURED,), "bench/results/rapid.json",
