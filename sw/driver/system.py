@@ -80,7 +80,7 @@ class NdpSystem:
             raise ValueError("every DIMM needs its own backend: pass a name or a list of "
                              f"{n_dimms} Backend instances")
         link = config is not None and config.link
-        from ndpdimm.cosim.link.model import check_ber, check_seed
+        from ndpdimm.cosim.link.bit_errors import check_ber, check_seed
         link_ber = check_ber(link_ber, "link_ber")
         link_seed = check_seed(link_seed, "link_seed")
         if link_ber and not link:
@@ -124,7 +124,7 @@ class NdpSystem:
         """Per DIMM-Link direction (``"0->1"``, ``"1->0"``, ...) the model fabric's counters since
         it was built or last reset (``self.fabric.reset_counters()``): ``frames_sent``,
         ``bytes``, ``wire_cycles``, ``crc_errors``, ``naks_sent``, ``replays``, ``timeouts``,
-        ``replay_cycles`` (``cosim/link/model.py``, ``LINK_COUNTERS``). On the RTL backend the
+        ``replay_cycles`` (``cosim/link/bit_errors.py``, ``LINK_COUNTERS``). On the RTL backend the
         link ports' own counters (:meth:`RtlSystem.link_counters`: ``tx_*`` of the sender,
         ``rx_*`` and ``phy_*`` of the receiver, the channel's ``injected_bit_errors``). Empty
         for one DIMM (no link between DIMMs). ``ValueError`` without DIMM-Link."""

@@ -48,7 +48,8 @@ from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import GemvJob
 from ndpdimm.cosim.golden.numerics import accumulate_bits
 from ndpdimm.cosim.link.channel import LinkChannel
-from ndpdimm.cosim.link.model import LinkFabric, relayout_moves
+from ndpdimm.cosim.link.model import LinkFabric
+from ndpdimm.cosim.link.relayout import relayout_moves
 from ndpdimm.cosim.rtl.benches.core import SRAM_Y, STAGE_Y, WINDOW, NdpCoreTB
 from ndpdimm.cosim.rtl.benches.dram_device import start_clocks
 from ndpdimm.cosim.rtl.benches.link_pair import move_serial

@@ -20,14 +20,14 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.golden import numerics as golden
-from ndpdimm.cosim.link.model import (
+from ndpdimm.cosim.link.model import LinkFabric
+from ndpdimm.cosim.link.timing import (
     DRAM_PACKET_CYCLES,
     DRAM_WORD_CYCLES,
     HOP_CYCLES,
     HOP_WORD_CYCLES,
     TARGET_PACKET_CYCLES,
     WRITE_WORD_CYCLES,
-    LinkFabric,
 )
 from ndpdimm.cosim.model.backend import ModelBackend
 from ndpdimm.hw.formats import Dtype

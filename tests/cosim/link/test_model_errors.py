@@ -1,11 +1,12 @@
-"""Bit errors and error counters on the model backend's DIMM-Link (``cosim/link/model.py``).
+"""Bit errors and error counters on the model backend's DIMM-Link (``cosim/link/bit_errors.py``,
+``cosim/link/model.py``).
 
 At ``ber = 0`` every figure is the one the model gave before bit errors existed and the
 counters show frames and bytes only; at 1e-5 and 1e-4 a stream of LINK_SENDs gets CRC errors
 and replays in the numbers the error model says, takes longer and delivers bit-exact data;
 the goodput of the RTL link bench's stream against ``bench/results/dimm_link.json`` (the
-table in the ``link_model`` docstring); a seed gives the same run twice; bad arguments build
-nothing.
+table in the ``cosim/link/bit_errors.py`` docstring); a seed gives the same run twice; bad
+arguments build nothing.
 """
 
 import json
@@ -18,16 +19,16 @@ import torch
 
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.link import model as link_model
-from ndpdimm.cosim.link.frames import check_frame, pack_frame
-from ndpdimm.cosim.link.model import (
+from ndpdimm.cosim.link.bit_errors import (
     LINK_COUNTERS,
     NAK_ROUND_TRIP_CYCLES,
-    LinkFabric,
     expected_goodput,
     frame_bits,
     frame_error_probability,
     stream_goodput,
 )
+from ndpdimm.cosim.link.frames import check_frame, pack_frame
+from ndpdimm.cosim.link.model import LinkFabric
 from ndpdimm.hw.link.formats import FrameType, LinkConfig, frame_flits
 from ndpdimm.hw.link.layer import CRC32C_POLY_REFLECTED
 from ndpdimm.sw.driver import system as driver_system
@@ -206,7 +207,7 @@ def _rtl_rows():
 @pytest.mark.parametrize("row", _rtl_rows(), ids=lambda r: f"ber={r['ber']:g}")
 def test_goodput_against_the_rtl_link_bench(row):
     """The RTL bench's stream (60 x 1 KiB, goodput from the 16th delivery on) through a fabric
-    hop, like for like with the RTL's one run: the table of the ``link_model`` docstring and
+    hop, like for like with the RTL's one run: the table of the ``bit_errors`` docstring and
     its margins."""
     ber, rtl = row["ber"], row["goodput_fraction_of_raw"]
     runs = np.array([stream_goodput(ber, seed=s)[0] for s in range(400)])

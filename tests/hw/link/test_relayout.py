@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 
 from ndpdimm.cosim.amaranth_sim.streams import get, put
 from ndpdimm.cosim.link.chain import CAPACITY, SRAM_SIZE, Chain
-from ndpdimm.cosim.link.model import relayout_moves
+from ndpdimm.cosim.link.relayout import relayout_moves
 from ndpdimm.hw.link.relayout import RelayoutUnit
 from ndpdimm.hw.memory.port import Status
 
