@@ -1,10 +1,13 @@
 """No JSON the project writes holds a bare ``NaN`` or ``Infinity``: the result writers
-(``sw/result_files.py`` ``write_json``, ``cosim/provenance.py`` ``write_result``) refuse a
+(``sw/result_files.py`` ``write_json``, ``cosim/provenance.py`` ``write_result`` and
+``dumps_finite``, which the calibration records and the bench suites use too) refuse a
 non-finite number naming its key and write nothing; a sweep point whose result holds one is
-reported as failed, and its records are finite JSON."""
+reported as failed, and its records are finite JSON; the one result field that could be
+infinite (the calibration's speed ratio of a point the clock cannot time) is None."""
 
 import json
 import math
+import types
 
 import numpy as np
 import pytest
@@ -69,3 +72,26 @@ def test_a_sweep_point_whose_result_holds_nan_fails_and_its_records_are_json(tmp
     assert [_strict(line)["status"] for line in lines] == ["ok", "error"]
     assert _strict((tmp_path / "out" / "summary.json").read_text())["failed"] == 1
     assert len(list((tmp_path / "cache" / "probe").glob("*.json"))) == 1    # only the good point
+
+
+def test_a_model_time_below_the_clock_gives_no_speed_ratio_not_infinity(monkeypatch, tmp_path):
+    """``ndpdimm calibrate``'s speed block: a model time the clock cannot see was an infinite
+    ratio (not JSON); it is None now, and the record writer refuses a NaN naming its key."""
+    from ndpdimm.cosim.model.calibrate import evaluation, record
+
+    class Model:                                      # the calls speed() makes, timed at zero
+        def descriptor_cycles(self, fields, status, start=None):
+            return 100
+
+    monkeypatch.setattr(evaluation, "time", types.SimpleNamespace(perf_counter=lambda: 1.0))
+    rows = [{"status": "OK", "start_cycle": 0, "rtl_wall_s": 0.01, "name": "p", "rtl_cycles": 2000,
+             "rtl_sim_cycles": 3000, "fields": {}}]
+    sp = evaluation.speed(Model(), rows)
+    assert sp["speed_ratio_min_point"] is None and sp["speed_ratio_total"] is None
+    assert sp["model_cycles_per_s"] is None and "null where" in sp["note"]
+    _strict(json.dumps(sp, allow_nan=False))
+    path = tmp_path / "cal.json"
+    path.write_text("{}")
+    with pytest.raises(ValueError, match="cal.json: summary.x is nan"):
+        record.add_held_out_streams({"summary": {"x": math.nan}}, {"summary": {}}, path)
+    assert path.read_text() == "{}"
