@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from ndpdimm.bench.gemv import bench_header
+from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.hw.memory.controller import RANK_QUEUE_DEPTH
 
@@ -213,6 +214,6 @@ def run_dram_bench(units=256, rows=4096, cols=4096, ring_beats=8, host_every=20,
             f"{'' if lat is None else f'{lat:8.1f}'}")
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(dumps_finite(doc, path) + "\n")
     log(f"wrote {path}")
     return doc

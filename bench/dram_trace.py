@@ -46,6 +46,7 @@ import numpy as np
 
 from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.gemv import weight_layout
+from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.cosim.rtl import build as rtl_build
 from ndpdimm.cosim.rtl.benches.dram_device import steady_state
 from ndpdimm.hw.formats import Dtype
@@ -277,6 +278,6 @@ def run_trace_bench(bursts: int = 40000, trace_file=None, policy: str = "fair",
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(dumps_finite(doc, path) + "\n")
     log(f"wrote {path}")
     return doc

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ndpdimm.cosim.gemv.cases import random_values
 from ndpdimm.cosim.gemv.job import EngineShape, GemvJob
-from ndpdimm.cosim.provenance import stamp
+from ndpdimm.cosim.provenance import dumps_finite, stamp
 from ndpdimm.cosim.rtl.gemv import run_jobs
 from ndpdimm.hw.formats import Dtype, peak_macs_per_cycle
 from ndpdimm.hw.memory.dram import DIMM_DRAM_BYTES_PER_CYCLE
@@ -124,6 +124,6 @@ def run_bench(units=256, k=512, max_batch=16, out="bench/results/gemv_engine.jso
         f"{sim['cycles_per_second']:,.0f} cycles/s (cocotb + Verilator)")
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path.write_text(dumps_finite(result, path) + "\n")
     log(f"wrote {path}")
     return result

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ndpdimm.bench.cycle_identity import command_line, workload_config, workload_parser
 from ndpdimm.bench.gemv import bench_header
+from ndpdimm.cosim.provenance import dumps_finite
 
 __all__ = ["function_bodies", "block_of", "attribute", "perf_symbols", "main"]
 
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
         "top_functions": [{"percent": pct, "function": sym, "block": blk}
                           for pct, sym, blk in rows[:20]],
     }
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    Path(args.out).write_text(dumps_finite(res, args.out) + "\n")
     for block, pct in res["percent_by_block"].items():
         print(f"{pct:6.2f} %  {block}")
     print(f"-> {args.out}")

@@ -53,6 +53,7 @@ import torch
 
 from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.backend import Backend, CoreConfig
+from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.hw.descriptors import Opcode
 
 __all__ = ["RecordingBackend", "workload", "run_bench", "rerun_model", "main"]
@@ -505,7 +506,7 @@ def _write(report, out):
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    tmp.write_text(dumps_finite(report, tmp) + "\n")
     os.replace(tmp, out)
 
 

@@ -1,10 +1,11 @@
 """argparse value types shared by the command lines (the ``ndpdimm`` commands of ``sw/commands/``,
 ``cosim/model/calibrate/command.py``, ``synth/command.py``): a bad value exits with status 2 and a
-one-line reason."""
+one-line reason. Every float type refuses NaN and infinity (``float()`` reads ``nan`` and ``inf``)."""
 
 import argparse
+import math
 
-__all__ = ["positive_int", "non_negative_int", "positive_float"]
+__all__ = ["positive_int", "non_negative_int", "positive_float", "finite_float"]
 
 
 def _int_at_least(text, low: int, what: str) -> int:
@@ -34,4 +35,15 @@ def positive_float(text):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def finite_float(text):
+    """A finite number (no NaN, no infinity); its range is the configuration's to check."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value

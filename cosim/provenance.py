@@ -22,8 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ndpdimm.hw.config_file import non_finite
+
 __all__ = ["FIELDS", "git_commit", "git_dirty", "now", "command_line", "stamp", "write_result",
-           "without"]
+           "dumps_finite", "without"]
 
 FIELDS = ("git_commit", "git_dirty", "command", "date")
 
@@ -79,15 +81,31 @@ def write_result(data: dict, path, *, command: str | None = None, indent: int = 
     """Write the result ``data`` as JSON at ``path`` (folders made) with the provenance fields
     first: ``command`` if given, else ``data``'s own ``command`` (a suite's reproduction line),
     else this process's; ``data``'s other provenance fields are replaced by the current ones.
-    ``default`` converts what ``json`` cannot write. Returns the path."""
+    ``default`` converts what ``json`` cannot write. A number that is not finite (NaN,
+    infinity: not JSON) is a ``ValueError`` naming its key, nothing written: a result that has
+    no value holds None (``null``). Returns the path."""
     if not isinstance(data, dict):
         raise TypeError(f"a result is a JSON object (dict), not {type(data).__name__}")
     head = stamp(command if command is not None else data.get("command"))
     body = {k: v for k, v in data.items() if k not in FIELDS}
     path = Path(path)
+    text = dumps_finite({**head, **body}, path, indent=indent, default=default)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**head, **body}, indent=indent, default=default) + "\n")
+    path.write_text(text + "\n")
     return path
+
+
+def dumps_finite(data, path, *, indent: int | None = 1, default=None) -> str:
+    """``json.dumps`` with ``allow_nan=False``: a NaN or infinity (which ``json`` would write as
+    the bare, non-JSON ``NaN`` / ``Infinity``) is a ``ValueError`` naming ``path`` and the key."""
+    try:
+        return json.dumps(data, indent=indent, default=default, allow_nan=False)
+    except ValueError:
+        bad = non_finite(json.loads(json.dumps(data, default=default)))
+        if bad is None:
+            raise
+        raise ValueError(f"{path}: {bad[0] or 'the value'} is {bad[1]!r}, which JSON cannot hold "
+                         f"(a result without a value holds None)") from None
 
 
 def without(doc: dict) -> dict:

@@ -2,10 +2,9 @@
 ``as_dict()``, the provenance fields of ``cosim/provenance.py`` in front: commit, dirty flag,
 command line, date), PNG figures and the timeline, folders made."""
 
-import json
 from pathlib import Path
 
-from ndpdimm.cosim.provenance import write_result
+from ndpdimm.cosim.provenance import dumps_finite, write_result
 
 __all__ = ["write_json", "save_figure", "write_results"]
 
@@ -21,15 +20,17 @@ def write_json(data, path) -> Path:
     """``data`` (JSON-ready, or a typed result with ``as_dict()``) as indented JSON at ``path``
     (parent folders created); returns the path. An object (a dict or a typed result) starts
     with the provenance fields (``cosim.provenance.write_result``; its own ``command``, if it
-    has one, is kept as the command that reproduces it); a list is written as it is."""
+    has one, is kept as the command that reproduces it); a list is written as it is. NaN and
+    infinity are refused naming the key (``allow_nan=False``): JSON has neither."""
     as_dict = getattr(data, "as_dict", None)
     if callable(as_dict):
         data = as_dict()
     if isinstance(data, dict):
         return write_result(data, path, default=_json_value)
     path = Path(path)
+    text = dumps_finite(data, path, default=_json_value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=_json_value))
+    path.write_text(text)
     return path
 
 

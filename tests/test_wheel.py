@@ -94,6 +94,29 @@ def test_wheel_holds_every_package_module_and_data_file(wheel):
     assert "ndpdimm = ndpdimm.sw.cli:console_main" in entry_points
 
 
+def test_the_config_loader_finds_the_packaged_folders_in_the_wheel(wheel, tmp_path):
+    """Unpacked and imported on its own, the wheel's configuration folders are what
+    ``importlib.resources`` gives the loaders (``hw/config_file.py``), and every kind loads."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import json; from ndpdimm.hw.memory.dram import DEFAULT_CONFIG_PATH, load_dram_config; "
+            "from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, list_models, load_model; "
+            "from ndpdimm.sw.scenarios.hermes.catalog import load_hardware; "
+            "from ndpdimm.sw.scenarios.rapid.workload import WORKLOAD_DIR, list_workloads; "
+            "from ndpdimm.sw.reproduce.params import CONFIG_DIR as REPRO, load_params; "
+            "load_dram_config(); load_hardware(); load_params('hermes'); "
+            "print(json.dumps([str(DEFAULT_CONFIG_PATH), str(CONFIG_DIR), str(WORKLOAD_DIR), "
+            "str(REPRO), list_models(), list_workloads(), load_model('llama2-70b').hidden]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, env=dict(env, PYTHONPATH=str(site)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dram, configs, workloads, repro, models, names, hidden = json.loads(proc.stdout)
+    root = str(site.resolve())
+    assert all(p.startswith(root) for p in (dram, configs, workloads, repro)), (root, dram)
+    assert "llama2-70b" in models and "mixed" in names and hidden == 8192
+
+
 def test_not_packaged_folders_exist():
     """Each exclusion still names a folder of the tree (a stale one would hide nothing useful)."""
     for folder, kept in NOT_PACKAGED.items():

@@ -1,8 +1,8 @@
 """Organisation and timing of the DRAM behind one NDP-DIMM's buffer chip.
 
 Two frozen dataclasses hold the numbers, ``load_dram_config()`` reads them from
-a TOML file (default ``hw/configs/ddr4-3200.toml``, which states the source of
-every value). The RTL bank scheduler, the DRAM model (``ndpdimm.cosim.dram.model``)
+a TOML file (default ``hw/configs/ddr4-3200.toml``) through the project's configuration loader
+(``hw/config_file.py``: every number written ``{ value = ..., source = "..." }``). The RTL bank scheduler, the DRAM model (``ndpdimm.cosim.dram.model``)
 and the performance model are all parameterised from the same objects, so a
 timing value is written exactly once.
 
@@ -15,10 +15,10 @@ reads it, and ``hw/`` may import nothing but Amaranth and its own modules).
 
 import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ndpdimm.hw import config_file
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 
 __all__ = [
@@ -26,8 +26,8 @@ __all__ = [
     "load_dram_config", "peak_bandwidth_bytes_per_s", "DIMM_DRAM_BYTES_PER_CYCLE",
 ]
 
-#: The DDR4-3200 configuration from SPEC.md section 1.
-DEFAULT_CONFIG_PATH = Path(__file__).parents[1] / "configs" / "ddr4-3200.toml"
+#: The DDR4-3200 configuration from SPEC.md section 1 (packaged with ``ndpdimm.hw``).
+DEFAULT_CONFIG_PATH = config_file.package_folder("ndpdimm.hw", "configs") / "ddr4-3200.toml"
 
 
 def _is_int(value) -> bool:
@@ -163,7 +163,11 @@ def peak_bandwidth_bytes_per_s(org: DramOrganization, timing: DramTiming) -> flo
     return org.ranks * org.burst_bytes / (timing.tBL * timing.tCK_ns * 1e-9)
 
 
-_SECTIONS = {"organization": DramOrganization, "timing": DramTiming}
+@dataclass(frozen=True)
+class _DramFile:
+    """The schema of a DRAM configuration file: two tables."""
+    organization: DramOrganization
+    timing: DramTiming
 
 
 def load_dram_config(path=None) -> tuple[DramOrganization, DramTiming]:
@@ -171,39 +175,15 @@ def load_dram_config(path=None) -> tuple[DramOrganization, DramTiming]:
 
     The file has two tables, ``[organization]`` and ``[timing]``, whose keys are
     exactly the dataclass fields (all required, ``max_postponed_refs``
-    included). Unknown or missing tables/keys, wrong types, non-positive values
-    and non-power-of-two organisation fields raise ``ValueError`` naming the key
-    and the file.
+    included), each number written ``{ value = ..., source = "..." }``. Unknown or
+    missing tables/keys, a number without its source, NaN or infinity, wrong types,
+    non-positive values and non-power-of-two organisation fields raise
+    :class:`~ndpdimm.hw.config_file.ConfigError` (a ``ValueError``) naming the key and
+    the file.
     """
     path = DEFAULT_CONFIG_PATH if path is None else Path(path)
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise ValueError(f"cannot read DRAM config {str(path)!r}: {e.strerror}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"DRAM config {str(path)!r} is not valid TOML: {e}") from e
-    unknown = sorted(set(doc) - set(_SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown table [{unknown[0]}] in DRAM config {str(path)!r}; "
-                         f"expected {', '.join(f'[{s}]' for s in _SECTIONS)}")
-    result = []
-    for section, cls in _SECTIONS.items():
-        table = doc.get(section)
-        if not isinstance(table, dict):
-            raise ValueError(f"missing table [{section}] in DRAM config {str(path)!r}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in table:
-            if key not in names:
-                raise ValueError(f"unknown key {section}.{key} in DRAM config {str(path)!r}")
-        for key in names:
-            if key not in table:
-                raise ValueError(f"missing key {section}.{key} in DRAM config {str(path)!r}")
-        try:
-            result.append(cls(**table))
-        except ValueError as e:
-            raise ValueError(f"bad value in [{section}] of DRAM config {str(path)!r}: {e}") from None
-    return result[0], result[1]
+    cfg = config_file.load(path, _DramFile)
+    return cfg.organization, cfg.timing
 
 
 #: A DIMM's internal DRAM bandwidth per NDP cycle: 4 ranks x 25.6 GB/s at 1 GHz = 102.4,

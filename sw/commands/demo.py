@@ -4,7 +4,7 @@
 
 import argparse
 
-from ndpdimm.cosim.arguments import non_negative_int, positive_int
+from ndpdimm.cosim.arguments import finite_float, non_negative_int, positive_int
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokens per GEMV batch (default 2)")
     parser.add_argument("--layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
     parser.add_argument("--sentence", default=None, help="input sentence")
-    parser.add_argument("--threshold", type=float, default=0.02,
+    parser.add_argument("--threshold", type=finite_float, default=0.02,
                         help="a neuron is active if |GELU output| exceeds this for any token "
                              "(default 0.02)")
     parser.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")

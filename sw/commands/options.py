@@ -14,7 +14,8 @@ metadata keys (all optional):
 * ``metavar``: the placeholder in the help (default: the option's name in capitals, or its
   choices, as argparse makes it);
 * ``positive``: the value must be > 0, refused when parsed (``positive_int`` for an int field,
-  ``positive_float`` for a float one; ``cosim/arguments.py``);
+  ``positive_float`` for a float one; ``cosim/arguments.py``); any other float field's option
+  refuses NaN and infinity (``finite_float``);
 * ``const``: the option is a flag that sets the field to this value (``--cold-int8`` sets
   ``cold_dtype`` to ``"int8"``);
 * ``option_default``: the option's default when it is not the field's: ``None`` is "not given",
@@ -36,7 +37,7 @@ import dataclasses
 import types
 import typing
 
-from ndpdimm.cosim.arguments import non_negative_int, positive_float, positive_int
+from ndpdimm.cosim.arguments import finite_float, non_negative_int, positive_float, positive_int
 
 __all__ = ["add_config_options", "config_from_args", "add_timeline", "check_timeline",
            "add_rtl_samples", "rtl_sample_kwargs"]
@@ -76,7 +77,7 @@ def add_config_options(parser: argparse.ArgumentParser, cls, names) -> None:
             elif meta.get("positive"):
                 kw["type"] = {int: positive_int, float: positive_float}[kind]
             elif kind in (int, float):
-                kw["type"] = kind
+                kw["type"] = {int: int, float: finite_float}[kind]
             kw.update(default=default, choices=meta.get("choices"), metavar=meta.get("metavar"))
             derived = option[2:].replace("-", "_")
             if kw["metavar"] is None and derived != name and "choices" not in meta:

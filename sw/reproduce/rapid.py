@@ -26,13 +26,13 @@ steady workload at its nominal rate); a number is used as given.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from ndpdimm.hw import config_file
 from ndpdimm.sw.reproduce.core import Figure, Reproduction, ReproductionError, one_at_a_time
 from ndpdimm.sw.reproduce.params import Param, load_params
 
@@ -53,7 +53,7 @@ PUBLISHED = {
 _NODE_PREFIX = "node."
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Case:
     name: str
     model: str
@@ -103,51 +103,35 @@ def _node_path(name: str) -> Path:
     return path if path.suffix == ".toml" else CONFIG_DIR / "rapid" / f"{name}.toml"
 
 
-def _toml_value(v) -> str:
-    import json
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise ReproductionError(f"cannot write {v!r} into a node file")
-
-
-def _write_node(doc: dict, path: Path) -> Path:
-    """A node document (tables of scalars and lists) as TOML at ``path``."""
-    lines = []
-    for table, items in doc.items():
-        lines.append(f"[{table}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in items.items()]
-        lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
-    return path
-
-
 def _node_variant(base_doc: dict, name: str, value, folder: Path, node_name: str) -> str:
-    """A copy of the node file with the parameter ``node.<table>.<key>`` set to ``value``."""
+    """A copy of the node file (its document, ``base_doc``) with the parameter
+    ``node.<table>.<key>`` set to ``value``; the value's source says it is a sensitivity point."""
     table, key = name.removeprefix(_NODE_PREFIX).split(".")
     doc = {t: dict(items) for t, items in base_doc.items()}
-    doc[table][key] = float(value) if isinstance(doc[table][key], float) else value
+    old = doc[table][key]
+    doc[table][key] = {"value": float(value) if isinstance(old["value"], float) else value,
+                       "source": f"sensitivity point of sw/configs/reproduce/rapid.toml ({name}); "
+                                 f"the node file's value {old['value']!r}: {old['source']}"}
     tag = f"{table}.{key}={value}".replace("/", "_")
-    return str(_write_node(doc, folder / tag / f"{node_name}.toml"))
+    path = folder / tag / f"{node_name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config_file.dumps(doc))
+    return str(path)
 
 
-def _check_node_values(params: dict[str, Param], base_doc: dict, path: Path) -> None:
-    """Every ``node.*`` parameter's value equals the node file's (so the baseline is the file)."""
+def _check_node_values(params: dict[str, Param], node, path: Path) -> None:
+    """Every ``node.*`` parameter's value equals the node file's (so the baseline is the file);
+    ``node`` is the file as its loader gives it (a ``ServingNode``)."""
     for name, p in params.items():
         if not name.startswith(_NODE_PREFIX):
             continue
         table, _, key = name.removeprefix(_NODE_PREFIX).partition(".")
-        if table not in base_doc or key not in base_doc[table]:
+        part = getattr(node, table, None)
+        if not dataclasses.is_dataclass(part) or key not in {f.name for f in dataclasses.fields(part)}:
             raise ReproductionError(f"rapid.toml: parameter {name!r} names no key of {path}")
-        if base_doc[table][key] != p.value:
+        if getattr(part, key) != p.value:
             raise ReproductionError(f"rapid.toml: parameter {name!r} = {p.value!r} but {path} has "
-                                    f"{base_doc[table][key]!r}: the reproduction runs the node file")
+                                    f"{getattr(part, key)!r}: the reproduction runs the node file")
 
 
 def _ttft_slo(case: Case, node: str, seed: int) -> float:
@@ -211,6 +195,7 @@ def _attainment_ratio(row: dict, rapid: str, static: str) -> float:
 def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print) -> Reproduction:
     """RAPID's evaluation on the scenario (module docstring); ``reduced``: one case, three
     loads, a short trace and one sensitivity bar, in this process (the tests)."""
+    from ndpdimm.sw.scenarios.rapid.catalog import load_node
     from ndpdimm.sw.scenarios.rapid.workload import load_workload
 
     t0 = time.perf_counter()
@@ -223,8 +208,8 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print)
         if s not in SYSTEMS:
             raise ReproductionError(f"rapid.toml: system {s!r} is not one of {', '.join(SYSTEMS)}")
     node_path = _node_path(node)
-    base_doc = tomllib.loads(node_path.read_text())
-    _check_node_values(params, base_doc, node_path)
+    base_doc = config_file.read(node_path)
+    _check_node_values(params, load_node(node_path), node_path)
     cases = _cases(params, reduced)
     sens_names = v["reduced.sensitivity_parameters" if reduced else "sensitivity_parameters"]
     in_process = reduced

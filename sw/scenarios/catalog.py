@@ -7,42 +7,49 @@ URL and the nominal parameter count, which :func:`load_model` checks against
 the count the shapes imply (within ``PARAM_TOLERANCE``: a typo in a width is
 caught). :class:`Gpu` and :class:`Pcie` are the records every scenario's hardware file uses;
 each scenario's own hardware catalogue (``hermes/catalog.py``, ``trimoe/catalog.py``,
-``rapid/catalog.py``) builds on the readers here (:func:`read_config`, :func:`typed_fields`,
-:func:`typed_tables`).
+``rapid/catalog.py``) and the energy file (``energy.py``) load theirs with
+:func:`load_catalog` and check their numbers with :func:`check_numbers`.
 
-Every key of a file is required and no other key is accepted: a missing,
-unknown or mistyped key raises :class:`CatalogError` naming the file and the
-key, before anything runs. ``load_model`` takes a built-in name (``list_models()``) or a path
-to a TOML file of the same form.
+Files are read by the project's configuration loader (``hw/config_file.py``): every key of a
+file is required and no other key is accepted, every number is written
+``{ value = ..., source = "..." }`` and is finite; a missing, unknown or mistyped key, a number
+without its source, NaN or infinity raises :class:`CatalogError` (the loader's
+:class:`~ndpdimm.hw.config_file.ConfigError`) naming the file and the key, before anything
+runs. The built-in files are found in the installed package (``importlib.resources``:
+``CONFIG_DIR``). ``load_model`` takes a built-in name (``list_models()``) or a path to a TOML
+file of the same form.
 
 ``load_model`` also takes a Hugging Face ``config.json`` (the file, or a folder holding
 one), read offline with ``transformers.AutoConfig``: :func:`model_from_hf_config` maps the
 OPT, LLaMA / Mistral and Falcon families onto :class:`ModelShape` the way the built-in files
 were written from those configs (the source is the file, the nominal parameter count the one
 the shapes imply, since a config states none). An architecture it cannot map, or a config
-missing a field the mapping needs, raises :class:`CatalogError` naming the file and the
-field.
+missing a field the mapping needs, a number field that is not a number, or a NaN or infinity
+anywhere in the file raises :class:`CatalogError` naming the file and the field.
 """
 
 import dataclasses
 import json
 import os
-import tomllib
 from pathlib import Path
+
+from ndpdimm.hw import config_file
+from ndpdimm.hw.config_file import ConfigError
 
 __all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie",
            "load_model", "list_models", "PARAM_TOLERANCE",
            "CONFIG_DIR", "is_hf_config", "HfConfig", "read_hf_config", "with_implied_params",
-           "model_from_hf_config", "available_names", "read_config", "typed_fields", "typed_tables",
-           "check_params"]
+           "model_from_hf_config", "available_names", "catalog_path", "load_catalog",
+           "check_numbers", "check_params"]
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+#: The packaged configuration folders (``sw/configs/``), found through ``importlib.resources``.
+CONFIG_DIR = config_file.package_folder("ndpdimm.sw", "configs")
 #: Largest relative difference between a model file's nominal parameter count and its shapes'.
 PARAM_TOLERANCE = 0.03
 
-
-class CatalogError(ValueError):
-    """A catalogue file is missing, malformed, or describes an impossible configuration."""
+#: A catalogue file is missing, malformed, or describes an impossible configuration: the
+#: configuration loader's one error type (a ``ValueError``), under the catalogue's name.
+CatalogError = ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +136,7 @@ _EFFICIENCIES = ("compute_efficiency", "memory_efficiency", "encoding_efficiency
 
 
 def available_names(kind: str) -> list:
-    return sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.toml"))
+    return config_file.builtin_names(CONFIG_DIR / kind)
 
 
 def list_models() -> list:
@@ -137,50 +144,42 @@ def list_models() -> list:
     return available_names("models")
 
 
-def read_config(kind: str, name_or_path, what: str | None = None) -> tuple:
-    """``(path, document)`` of a built-in name under ``CONFIG_DIR / kind`` or of a TOML path;
-    ``what`` names the kind in the unknown-name message (default: from ``kind``)."""
-    path = Path(name_or_path)
-    if path.suffix != ".toml":
-        path = CONFIG_DIR / kind / f"{name_or_path}.toml"
-        if not path.is_file():
-            what = what or (kind[:-1] if kind == "models" else kind)
-            raise CatalogError(f"unknown {what} "
-                               f"{name_or_path!r}: built in are {', '.join(available_names(kind))} "
-                               f"(or give a path to a .toml file)")
-    try:
-        with open(path, "rb") as f:
-            return path, tomllib.load(f)
-    except FileNotFoundError:
-        raise CatalogError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise CatalogError(f"{path}: not valid TOML: {e}") from None
+def catalog_path(kind: str, name_or_path, what: str | None = None) -> Path:
+    """The file of a built-in name under ``CONFIG_DIR / kind`` or a TOML path; ``what`` names
+    the kind in the unknown-name message (default: from ``kind``)."""
+    what = what or (kind[:-1] if kind == "models" else kind)
+    return config_file.find(CONFIG_DIR / kind, name_or_path, what)
 
 
-def typed_fields(cls, table: dict, where: str, may_be_zero=()) -> dict:
-    """``table`` checked against ``cls``'s fields: every one present with the right type, nothing
-    else; numbers positive, those named in ``may_be_zero`` non-negative."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    missing = [n for n in names if n not in table]
-    unknown = [k for k in table if k not in names]
-    if missing or unknown:
-        raise CatalogError(f"{where}: " + "; ".join(
-            ([f"missing {', '.join(missing)}"] if missing else []) +
-            ([f"unknown {', '.join(unknown)}"] if unknown else [])))
-    out = {}
-    for f in dataclasses.fields(cls):
-        v, tname = table[f.name], f.type.__name__
-        kind = {"str": str, "int": int, "float": (int, float), "bool": bool}[tname]
-        if isinstance(v, bool) and kind is not bool or not isinstance(v, kind):
-            raise CatalogError(f"{where}: {f.name} must be a {tname}, got {v!r}")
-        if tname in ("int", "float") and f.name in may_be_zero and v < 0:
-            raise CatalogError(f"{where}: {f.name} must be zero or positive, got {v!r}")
-        if tname in ("int", "float") and f.name not in may_be_zero and v <= 0:
-            raise CatalogError(f"{where}: {f.name} must be positive, got {v!r}")
-        if f.name in _EFFICIENCIES and not v <= 1:
-            raise CatalogError(f"{where}: {f.name} must be in (0, 1], got {v!r}")
-        out[f.name] = float(v) if tname == "float" else v
-    return out
+def load_catalog(kind: str, name_or_path, schema, *, what: str | None = None,
+                 stem_as: str | None = None, path_as: str | None = None,
+                 may_be_zero=()):
+    """The dataclass ``schema`` loaded from a built-in name under ``CONFIG_DIR / kind`` or a
+    TOML path (``hw/config_file.py``: keys exactly the fields, numbers with their sources),
+    its numbers checked by :func:`check_numbers` (``may_be_zero`` passed on); the fields
+    ``stem_as`` and ``path_as`` are the file's stem and path, not keys of the file."""
+    path = catalog_path(kind, name_or_path, what)
+    given = {**({stem_as: path.stem} if stem_as else {}), **({path_as: str(path)} if path_as else {})}
+    obj = config_file.load(path, schema, given=given)
+    check_numbers(path, obj, may_be_zero)
+    return obj
+
+
+def check_numbers(path, obj, may_be_zero=(), prefix: str = "") -> None:
+    """:class:`CatalogError` naming the file and the key unless every number of the dataclass
+    ``obj`` (its tables' included) is positive (those named in ``may_be_zero`` non-negative),
+    and the efficiencies in (0, 1]."""
+    for f in dataclasses.fields(obj):
+        v, key = getattr(obj, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(v):
+            check_numbers(path, v, may_be_zero, f"{key}.")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if f.name in may_be_zero and v < 0:
+                raise CatalogError(f"{path}: {key} must be zero or positive, got {v!r}")
+            if f.name not in may_be_zero and v <= 0:
+                raise CatalogError(f"{path}: {key} must be positive, got {v!r}")
+            if f.name in _EFFICIENCIES and not v <= 1:
+                raise CatalogError(f"{path}: {key} must be in (0, 1], got {v!r}")
 
 
 def load_model(name_or_path, folder: str = "models") -> ModelShape:
@@ -189,8 +188,8 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
     (``models``: Hermes; ``serving_models``: RAPID)."""
     if is_hf_config(name_or_path):
         return model_from_hf_config(name_or_path)
-    path, doc = read_config(folder, name_or_path, what="model")
-    m = ModelShape(**typed_fields(ModelShape, doc, str(path)))
+    m = load_catalog(folder, name_or_path, ModelShape, what="model")
+    path = catalog_path(folder, name_or_path, what="model")
     if m.mlp not in _MLP_KINDS:
         raise CatalogError(f"{path}: mlp must be one of {_MLP_KINDS}, got {m.mlp!r}")
     if m.activation not in _ACTIVATIONS:
@@ -249,6 +248,17 @@ class HfConfig:
                            f"which the shapes need")
 
 
+#: The fields of a ``config.json`` the mappings read as integers (dense and MoE families).
+_HF_INT_FIELDS = (
+    "hidden_size", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
+    "num_key_value_heads", "num_kv_heads", "n_head_kv", "intermediate_size", "ffn_dim",
+    "ffn_hidden_size", "vocab_size", "max_position_embeddings", "head_dim", "word_embed_proj_dim",
+    "moe_layer_freq", "first_k_dense_replace", "n_routed_experts", "n_shared_experts",
+    "moe_intermediate_size", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
+    "q_lora_rank", "num_local_experts", "num_experts", "decoder_sparse_step",
+    "shared_expert_intermediate_size", "num_experts_per_tok")
+
+
 def read_hf_config(name_or_path) -> HfConfig:
     """The config of a ``config.json`` file or of the folder holding one, read offline."""
     path = Path(name_or_path)
@@ -261,6 +271,13 @@ def read_hf_config(name_or_path) -> HfConfig:
         raise CatalogError(f"{path}: not a valid JSON config: {e}") from None
     if not isinstance(raw, dict):
         raise CatalogError(f"{path}: not a valid JSON config: the top level is not an object")
+    bad = config_file.non_finite(raw)            # json reads NaN, Infinity and 1e999
+    if bad is not None:
+        raise CatalogError(f"{path}: {bad[0]} is {bad[1]!r}: numbers must be finite")
+    for key in _HF_INT_FIELDS:                   # before transformers computes with them
+        v = raw.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise CatalogError(f"{path}: {key} must be an integer, got {v!r}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")           # never reach for the hub
     from transformers import AutoConfig
     try:
@@ -334,21 +351,3 @@ def check_params(path, params: int, nominal_b: float) -> None:
     if abs(implied - nominal_b) > PARAM_TOLERANCE * nominal_b:
         raise CatalogError(f"{path}: the shapes imply {implied:.2f} B parameters, the file says "
                            f"{nominal_b} B: a width or count is wrong")
-
-
-def typed_tables(path, doc: dict, sections: dict, may_be_zero=()) -> dict:
-    """``doc``'s sections, exactly those of ``sections`` (name -> dataclass), each a table with
-    its class's fields checked by :func:`typed_fields` (``may_be_zero`` passed on): name -> field
-    values."""
-    unknown = [k for k in doc if k not in sections]
-    missing = [k for k in sections if k not in doc]
-    if unknown or missing:
-        raise CatalogError(f"{path}: sections must be exactly {', '.join(sections)}" +
-                           (f"; missing {', '.join(missing)}" if missing else "") +
-                           (f"; unknown {', '.join(unknown)}" if unknown else ""))
-    parts = {}
-    for key, cls in sections.items():
-        if not isinstance(doc[key], dict):
-            raise CatalogError(f"{path}: [{key}] must be a table")
-        parts[key] = typed_fields(cls, doc[key], f"{path} [{key}]", may_be_zero)
-    return parts

@@ -1,10 +1,11 @@
 """Energy (tokens per joule) and hardware cost of the systems the Hermes scenario compares.
 
-The numbers live in ``sw/configs/energy/hermes_energy.toml``, each with its
-source or marked as an assumption with the reasoning; the RTX 4090's board
-power comes from the hardware file that file names (``hermes``). Loading is
-strict like ``sw/scenarios/catalog.py``: a missing, unknown, mistyped or out-of-range
-key raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and key.
+The numbers live in ``sw/configs/energy/hermes_energy.toml``, each written
+``{ value = ..., source = "..." }`` (an assumption says so, with the reasoning, in its source);
+the RTX 4090's board power comes from the hardware file that file names (``hermes``). Loading
+is strict like ``sw/scenarios/catalog.py`` (``hw/config_file.py``): a missing, unknown,
+mistyped or out-of-range key, a number without its source, NaN or infinity raises
+:class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and key.
 
 **Energy model.** A run (or one token of it) is described by a :class:`Usage`:
 wall time ``T``, busy times and byte / MAC counts. Joules per component:
@@ -39,7 +40,7 @@ a :class:`Usage` with that configuration's powers.
 import dataclasses
 import math
 
-from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, read_config, typed_tables
+from ndpdimm.sw.scenarios.catalog import CatalogError, Gpu, load_catalog
 
 __all__ = ["SYSTEMS", "GpuPower", "DramEnergy", "NdpEnergy", "LinkEnergy", "PcieEnergy",
            "HostPower", "Prices", "Datacenter", "EnergyConfig", "Usage", "EnergyModel",
@@ -136,8 +137,6 @@ class EnergyConfig:
     datacenter: Datacenter
 
 
-_SECTIONS = {"gpu": GpuPower, "dram": DramEnergy, "ndp": NdpEnergy, "link": LinkEnergy,
-             "pcie": PcieEnergy, "host": HostPower, "prices": Prices, "datacenter": Datacenter}
 # Sanity ceilings (out-of-range beyond them is a typo, e.g. J for pJ or mW for W).
 _CEILINGS = {"pj_per_bit": 1000.0, "dimm_pj_per_bit": 1000.0, "host_pj_per_bit": 1000.0,
              "mac_pj": 1000.0, "busy_w_per_mm2": 10.0, "core_area_mm2": 1000.0,
@@ -147,14 +146,14 @@ _CEILINGS = {"pj_per_bit": 1000.0, "dimm_pj_per_bit": 1000.0, "host_pj_per_bit":
 def load_energy(name_or_path="hermes_energy") -> EnergyConfig:
     """The energy model and price file (built-in name or TOML path); :class:`CatalogError` on a
     bad file."""
-    path, doc = read_config("energy", name_or_path)
-    parts = {}
-    for key, values in typed_tables(path, doc, _SECTIONS).items():
+    config = load_catalog("energy", name_or_path, EnergyConfig, stem_as="name", path_as="path")
+    path, parts = config.path, {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    for key, table in parts.items():
         for name, ceiling in _CEILINGS.items():
-            if name in values and values[name] > ceiling:
+            value = getattr(table, name, None)
+            if value is not None and value > ceiling:
                 raise CatalogError(f"{path} [{key}]: {name} must be at most {ceiling}, "
-                                   f"got {values[name]!r}")
-        parts[key] = _SECTIONS[key](**values)
+                                   f"got {value!r}")
     # Waiting must cost less than working: a swapped pair is a typo.
     for where, idle, busy, names in (
             ("host", parts["host"].idle_w, parts["host"].busy_w, "idle_w < busy_w"),
@@ -164,7 +163,7 @@ def load_energy(name_or_path="hermes_energy") -> EnergyConfig:
              "idle_w < board_power_w")):
         if not idle < busy:
             raise CatalogError(f"{path} [{where}]: {names} required, got {idle!r} and {busy!r}")
-    return EnergyConfig(name=path.stem, path=str(path), **parts)
+    return config
 
 
 def reference_gpu(name_or_path="hermes_energy") -> Gpu:

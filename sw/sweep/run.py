@@ -4,23 +4,27 @@
 
     name = "hermes-dimms"              # required: names the output folder
     job = "hermes"                     # required: a job of sw/sweep/jobs.py
-    retries = 2                        # optional: resubmissions of a point whose worker died
+    retries = { value = 2, source = "..." }   # optional: resubmissions of a point whose worker died
     [fixed]                            # optional: parameters of every point
     backend = "model"
     [grid]                             # optional: the cartesian product of these lists
     model = ["llama2-7b", "llama2-13b"]
-    dimms = [4, 8, 16]
+    dimms = { value = [4, 8, 16], source = "SPEC section 1: 8 DIMMs; half and double" }
     [[points]]                         # optional: extra points (each merged over [fixed])
     model = "opt-13b"
-    dimms = 8
+    dimms = { value = 8, source = "..." }
     [plot]                             # optional: x, y (list of metrics), group (list of params)
     x = "dimms"
     y = ["hermes_tokens_per_s"]
     group = ["model"]
 
-Every point is checked before anything is submitted (:func:`load_sweep`): unknown keys or
-parameters, an empty grid list, no points at all, a value of the wrong type or one the job's
-configuration rejects raise :class:`SweepError` naming the file and the point.
+Like every configuration file (``hw/config_file.py``), a number carries its source:
+``{ value = ..., source = "..." }`` (YAML: ``{value: ..., source: ...}``), a grid's array one for
+the whole array; strings and booleans need none; NaN and infinity are refused. Every point is
+checked before anything is submitted (:func:`load_sweep`): unknown keys or parameters, a number
+without its source, an empty grid list, no points at all, a value of the wrong type or one the
+job's configuration rejects raise :class:`SweepError` (a
+:class:`~ndpdimm.hw.config_file.ConfigError`) naming the file and the key or the point.
 
 **Running** (:func:`run_sweep`): each point is one task ``run_job(job, params)``, a pure
 function of its parameters, submitted to a ``dask.distributed`` client: a ``LocalCluster`` of
@@ -40,7 +44,8 @@ parameter set, made by the first worker that needs it (a file lock makes the oth
 it), reused by every later task.
 
 **Failures**: a job that raises is reported for its point (``status`` ``error`` with the
-message) and the sweep goes on. A point whose worker died (the scheduler reports
+message) and the sweep goes on; so is a result holding NaN or infinity (named by its key: JSON
+holds neither, and the files written here have none). A point whose worker died (the scheduler reports
 ``KilledWorker`` once its own rescheduling gave up) is resubmitted up to ``retries`` times,
 then reported as lost. The summary counts ok, cached, failed and lost points.
 
@@ -59,9 +64,9 @@ import itertools
 import json
 import math
 import time
-import tomllib
 from pathlib import Path
 
+from ndpdimm.hw import config_file
 from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sweep.jobs import JOBS, check_point, run_job
 from ndpdimm.sw.sweep.tasks import WORKER_LOST, cluster_client, run_tasks
@@ -72,7 +77,7 @@ __all__ = ["Sweep", "SweepError", "load_sweep", "run_sweep", "code_version", "po
 _TOP = {"name", "job", "retries", "fixed", "grid", "points", "plot"}
 
 
-class SweepError(ValueError):
+class SweepError(config_file.ConfigError):
     """A bad sweep file or sweep request; nothing was submitted."""
 
 
@@ -89,24 +94,25 @@ class Sweep:
 
 
 def _read(path: Path) -> dict:
+    """The sweep file's document, every value-with-source replaced by its value."""
     try:
-        text = path.read_bytes()
-    except FileNotFoundError:
-        raise SweepError(f"{path}: no such file") from None
-    if path.suffix == ".toml":
-        try:
-            return tomllib.loads(text.decode())
-        except tomllib.TOMLDecodeError as e:
-            raise SweepError(f"{path}: not valid TOML: {e}") from None
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise SweepError(f"{path}: not valid YAML: {e}") from None
-        if not isinstance(doc, dict):
-            raise SweepError(f"{path}: the file must be a mapping of keys")
-        return doc
+        if path.suffix == ".toml":
+            return config_file.unwrap(config_file.read(path), path)
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+            try:
+                doc = yaml.safe_load(path.read_bytes())
+            except FileNotFoundError:
+                raise SweepError(f"{path}: no such file") from None
+            except yaml.YAMLError as e:
+                raise SweepError(f"{path}: not valid YAML: {e}") from None
+            if not isinstance(doc, dict):
+                raise SweepError(f"{path}: the file must be a mapping of keys")
+            return config_file.unwrap(doc, path)
+    except SweepError:
+        raise
+    except config_file.ConfigError as e:
+        raise SweepError(str(e)) from None
     raise SweepError(f"{path}: a sweep file ends in .toml, .yaml or .yml")
 
 
@@ -254,12 +260,17 @@ def run_sweep(sweep: Sweep, scheduler: str | None = None, workers: int = 2,
 
     def done(i, rec):
         rec = {"params": sweep.points[i], "key": keys[i], **rec, "cached": False}
+        bad = (config_file.non_finite(json.loads(json.dumps(rec.get("result"), default=float)))
+               if rec["status"] == "ok" else None)
+        if bad is not None:            # JSON holds no NaN: the point failed, and says where
+            rec.update(status="error", result=None,
+                       error=f"the result's {bad[0]} is {bad[1]!r}, not a number JSON can hold")
         records[i] = rec
         if rec["status"] == "ok":
             cache.mkdir(parents=True, exist_ok=True)
             tmp = cache / f".{keys[i]}.tmp"
             tmp.write_text(json.dumps({k: v for k, v in rec.items() if k != "cached"},
-                                      default=float))
+                                      default=float, allow_nan=False))
             tmp.replace(cache / f"{keys[i]}.json")
         if bar:
             bar.update(1)
@@ -321,7 +332,7 @@ def write_outputs(result: SweepResult, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.jsonl", "w") as f:
         for r in result.records:
-            f.write(json.dumps(r, default=float) + "\n")
+            f.write(json.dumps(r, default=float, allow_nan=False) + "\n")
     rows = [dict(r["params"], status=r["status"], cached=r.get("cached", False),
                  task_seconds=r.get("task_seconds"), **(r.get("result") or {}),
                  error=r.get("error") or "") for r in result.records]

@@ -151,7 +151,8 @@ def test_a_bad_value_a_command_refuses_exits_2_with_one_line(argv, message, caps
     (["rapid", "--mode", "fast"], "argument --mode: invalid choice: 'fast' (choose from 'static', "
      "'dynamic-power', 'dynamic', 'all')"),
     (["rapid", "--tpot-slo", "inf"], "argument --tpot-slo: expected a positive number, got 'inf'"),
-    (["hermes", "--skew", "high"], "argument --skew: invalid float value: 'high'"),
+    (["hermes", "--skew", "high"], "argument --skew: expected a number, got 'high'"),
+    (["hermes", "--skew", "nan"], "argument --skew: expected a finite number, got 'nan'"),
 ])
 def test_a_bad_option_value_exits_2_naming_the_option(argv, message, capsys):
     """argparse refuses a bad value of an option made from a configuration field: exit status 2,

@@ -13,7 +13,6 @@
 Everything but :func:`speed` (wall-clock times) is deterministic.
 """
 
-import math
 import time
 
 from ndpdimm.cosim.backend import CoreConfig
@@ -85,20 +84,25 @@ def speed(model: PerfModel, rows: list) -> dict:
             model.descriptor_cycles(model_fields(r), status, r["start_cycle"])
         t = (time.perf_counter() - t0) / reps
         t_model_total += t
-        per_point.append((r["rtl_wall_s"] / t if t else math.inf, r["name"], r["rtl_cycles"]))
-    big = [p for p in per_point if p[2] >= 1000]
+        # a model time below the clock's resolution has no ratio: None (null), never the
+        # infinity it was, which JSON cannot hold
+        per_point.append((r["rtl_wall_s"] / t if t else None, r["name"], r["rtl_cycles"]))
+    timed = [p for p in per_point if p[0] is not None]
+    big = [p for p in timed if p[2] >= 1000]
     rtl_wall = sum(r["rtl_wall_s"] for r in rows)
     rtl_cycles = sum(r["rtl_sim_cycles"] for r in rows)
-    worst = min(big) if big else min(per_point)
+    worst = min(big) if big else min(timed) if timed else (None, None, None)
     return {"rtl_wall_s": rtl_wall, "rtl_sim_cycles": rtl_cycles,
             "rtl_cycles_per_s": rtl_cycles / rtl_wall if rtl_wall else None,
             "model_wall_s": t_model_total,
             "model_predictions_per_s": len(rows) / t_model_total if t_model_total else None,
-            "model_cycles_per_s": sum(r["rtl_cycles"] for r in rows) / t_model_total,
+            "model_cycles_per_s": (sum(r["rtl_cycles"] for r in rows) / t_model_total
+                                   if t_model_total else None),
             "speed_ratio_total": rtl_wall / t_model_total if t_model_total else None,
             "speed_ratio_min_point": worst[0], "speed_ratio_min_point_name": worst[1],
             "note": "per point: RTL wall time of submit+run of the one descriptor over the "
-                    "model's time for one descriptor_cycles call; min over points of >= 1000 cycles"}
+                    "model's time for one descriptor_cycles call; min over points of >= 1000 cycles "
+                    "(null where the model's time was below the clock's resolution)"}
 
 
 def summarise(cal_rows: list, held_rows: list, bench_rows: list, seq_rows: list) -> dict:

@@ -22,7 +22,7 @@ from ndpdimm.cosim.model.calibrate.fitting import BENCH_256, REPO, fit_calibrati
 from ndpdimm.cosim.model.calibrate.measure import run_points
 from ndpdimm.cosim.model.calibrate.points import point_sets, sequence_runs
 from ndpdimm.cosim.model.perf import DRAM_FITTED, FITTED, PerfModel, calibration_path, config_key
-from ndpdimm.cosim.provenance import stamp
+from ndpdimm.cosim.provenance import dumps_finite, stamp
 
 __all__ = ["calibrate", "add_held_out_streams", "load_record", "report", "held_out_table"]
 
@@ -76,12 +76,12 @@ def _measure(config: CoreConfig, sets: dict, *, jobs, progress, command, runner,
     cal, held, seq_recs = recs[:n_cal], recs[n_cal:len(pts)], recs[len(pts):]
     # the RTL runs are the expensive part: keep them before fitting (``--refit`` reads this)
     raw = build_cache_dir("calibration") / f"{config_key(config)}.rtl.json"
-    raw.write_text(json.dumps({
+    raw.write_text(dumps_finite({
         "config": config.as_dict(), "config_key": config_key(config), "extras": extras,
         "points": [{**r, "set": s} for s, rs in (("calibration", cal), ("held_out", held))
                    for r in rs],
         "sequences": seq_recs,
-        "rtl_measured": _provenance(command, MEASURED_FIELDS)}) + "\n")
+        "rtl_measured": _provenance(command, MEASURED_FIELDS)}, raw, indent=None) + "\n")
     log(f"RTL runs saved to {raw} (`--refit` it if the fit fails)")
     return cal, held, extras, seq_recs
 
@@ -124,7 +124,7 @@ def calibrate(config: CoreConfig, *, jobs: int = 1, out=None, refit=None, progre
     }
     out = Path(out) if out is not None else calibration_path(config)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    out.write_text(dumps_finite(record, out) + "\n")
     log(report(record))
     log(f"wrote {out}")
     return record
@@ -135,7 +135,7 @@ def add_held_out_streams(record: dict, block: dict, path) -> None:
     file ``path``; its summary also under ``summary.held_out_streams``."""
     record["held_out_streams"] = block
     record["summary"]["held_out_streams"] = block["summary"]
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    Path(path).write_text(dumps_finite(record, path) + "\n")
 
 
 def load_record(config: CoreConfig, path=None) -> tuple[dict, Path]:
@@ -181,9 +181,14 @@ def report(record: dict) -> str:
                      f"{'' if st['all_bit_exact'] else ', RESULTS DIFFER FROM THE GOLDEN MODEL'}")
     lines.append(f"  RTL {sp['rtl_cycles_per_s']:.0f} cycles/s; model "
                  f"{sp['model_predictions_per_s']:.0f} descriptors/s; speed ratio "
-                 f"{sp['speed_ratio_total']:.0f}x overall, min {sp['speed_ratio_min_point']:.0f}x "
-                 f"({sp['speed_ratio_min_point_name']})")
+                 f"{_ratio(sp['speed_ratio_total'])} overall, min "
+                 f"{_ratio(sp['speed_ratio_min_point'])} ({sp['speed_ratio_min_point_name']})")
     return "\n".join(lines)
+
+
+def _ratio(x) -> str:
+    """A speed ratio as the report shows it (``-`` where the model's time was not measurable)."""
+    return "-" if x is None else f"{x:.0f}x"
 
 
 def held_out_table(record: dict) -> str:

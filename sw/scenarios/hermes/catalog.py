@@ -1,8 +1,9 @@
 """Hermes' hardware catalogue: one GPU + PCIe + host + NDP-DIMMs system, from a TOML file with its sources.
 
 A hardware file (``sw/configs/hardware/<name>.toml``) holds a system's GPU, PCIe link, host and
-NDP-DIMMs, every number with its source or marked as an assumption in the file. Loading is
-strict (the readers of ``sw/scenarios/catalog.py``): a missing, unknown or mistyped key raises
+NDP-DIMMs, every number written ``{ value = ..., source = "..." }`` (an assumption says so in its
+source). Loading is strict (``hw/config_file.py`` through ``sw/scenarios/catalog.py``): a missing,
+unknown or mistyped key, a number without its source, NaN or infinity raises
 :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key, before anything
 runs. :func:`load_hardware` takes a built-in name (:func:`list_hardware`) or a path. Hermes'
 models are the shared dense-model catalogue (``sw/scenarios/catalog.py``: ``load_model``).
@@ -10,7 +11,7 @@ models are the shared dense-model catalogue (``sw/scenarios/catalog.py``: ``load
 
 import dataclasses
 
-from ndpdimm.sw.scenarios.catalog import Gpu, Pcie, available_names, read_config, typed_tables
+from ndpdimm.sw.scenarios.catalog import Gpu, Pcie, available_names, load_catalog
 
 __all__ = ["Host", "NdpDimms", "Hardware", "load_hardware", "list_hardware"]
 
@@ -47,7 +48,4 @@ def list_hardware() -> list:
 
 def load_hardware(name_or_path="hermes") -> Hardware:
     """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = read_config("hardware", name_or_path)
-    sections = {"gpu": Gpu, "pcie": Pcie, "host": Host, "ndp": NdpDimms}
-    parts = typed_tables(path, doc, sections)
-    return Hardware(name=path.stem, **{k: sections[k](**v) for k, v in parts.items()})
+    return load_catalog("hardware", name_or_path, Hardware, stem_as="name")

@@ -2,12 +2,13 @@
 
 Node (``sw/configs/rapid/<name>.toml``): the GPUs and the node power budget, each phase's
 performance-vs-power-cap curve (:class:`PhasePower`), the three KV-transfer paths, the KV ring,
-the controller's defaults and the NDP-DIMM decode tier. Every number carries its source or is
-marked as an assumption in the file. The model comes from ``sw/configs/serving_models``
+the controller's defaults and the NDP-DIMM decode tier. Every number is written
+``{ value = ..., source = "..." }`` (an assumption says so in its source). The model comes from ``sw/configs/serving_models``
 (:func:`load_serving_model`, the shapes of :class:`~ndpdimm.sw.scenarios.catalog.ModelShape`).
 
-The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog`, whose readers this module reuses: every
-key required, no other accepted; a missing, unknown or mistyped key or an impossible value
+The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog` (``hw/config_file.py``): every
+key required, no other accepted; a missing, unknown or mistyped key, a number without its
+source, NaN or infinity, or an impossible value
 (a curve whose saturation lies below its floor, a cap range outside the budget, fewer GPUs than
 two phases need) raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
 """
@@ -18,9 +19,9 @@ from ndpdimm.sw.scenarios.catalog import (
     CatalogError,
     ModelShape,
     available_names,
+    catalog_path,
+    load_catalog,
     load_model,
-    read_config,
-    typed_tables,
 )
 
 __all__ = ["NodePower", "ServingGpu", "PhasePower", "KvPath", "KvRing", "ControllerConfig",
@@ -148,9 +149,6 @@ class ServingNode:
         return self.prefill_power if phase == "prefill" else self.decode_power
 
 
-_SECTIONS = {"node": NodePower, "gpu": ServingGpu, "prefill_power": PhasePower,
-             "decode_power": PhasePower, "kv_host": KvPath, "kv_p2p": KvPath,
-             "kv_direct": KvPath, "ring": KvRing, "controller": ControllerConfig, "ndp": NdpTier}
 _MAY_BE_ZERO = ("prefill_overhead_s", "decode_overhead_s", "latency_s", "power_cooldown_s",
                 "role_cooldown_s", "power_command_s", "power_settle_s", "role_switch_s",
                 "per_layer_overhead_s", "gpu_idle_w")
@@ -175,9 +173,9 @@ def load_serving_model(name_or_path="llama3.1-8b") -> ModelShape:
 
 def load_node(name_or_path="mi300x-node") -> ServingNode:
     """The serving node (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = read_config(_NODES, name_or_path, what="RAPID node")
-    parts = typed_tables(path, doc, _SECTIONS, may_be_zero=_MAY_BE_ZERO)
-    node = ServingNode(name=path.stem, **{k: _SECTIONS[k](**v) for k, v in parts.items()})
+    node = load_catalog(_NODES, name_or_path, ServingNode, what="RAPID node", stem_as="name",
+                        may_be_zero=_MAY_BE_ZERO)
+    path = catalog_path(_NODES, name_or_path, what="RAPID node")
     _check(path, node)
     return node
 

@@ -36,22 +36,23 @@ TOML file of the same form given by path to :func:`load_workload`::
 
     name = "mixed"
     description = "..."
-    source = "..."                      # where the shape comes from, or "assumption"
+    source = "..."                      # where the shape comes from, or "assumption: ..."
     input_distribution = "log-uniform"  # or "uniform"
-    input_tokens_min = 512
-    input_tokens_max = 8192
-    output_tokens_min = 64
-    output_tokens_max = 512
+    input_tokens_min = { value = 512, source = "..." }
+    input_tokens_max = { value = 8192, source = "..." }
+    output_tokens_min = { value = 64, source = "..." }
+    output_tokens_max = { value = 512, source = "..." }
     [steady]
-    rate_rps = 10.0
+    rate_rps = { value = 10.0, source = "..." }
     [bursty]
-    phase_duration_s = [60.0, 30.0]
-    phase_rate_rps = [6.0, 20.0]
+    phase_duration_s = { value = [60.0, 30.0], source = "..." }
+    phase_rate_rps = { value = [6.0, 20.0], source = "..." }
 
-Every key is required and no other key is accepted. Token bounds are integers (not booleans)
-with ``1 <= min <= max``; rates and durations are finite numbers, ``rate_rps > 0``, phase
-durations ``> 0``, phase rates ``>= 0`` with at least one ``> 0``, both phase lists non-empty and
-of equal length.
+The file is read by the project's configuration loader (``hw/config_file.py``): every key is
+required and no other key is accepted, every number carries its source (an array one for the
+whole array) and is finite. Token bounds are integers (not booleans) with ``1 <= min <= max``;
+rates and durations are finite numbers, ``rate_rps > 0``, phase durations ``> 0``, phase rates
+``>= 0`` with at least one ``> 0``, both phase lists non-empty and of equal length.
 
 Trace files
 -----------
@@ -71,12 +72,14 @@ is exact.
 
 Bad input
 ---------
-Everything raises :class:`WorkloadError` (a ``ValueError``) with a message that names where
-and quotes the bad value:
+A bad workload file raises the configuration loader's
+:class:`~ndpdimm.hw.config_file.ConfigError`, everything else :class:`WorkloadError` (both
+``ValueError``), with a message that names where and quotes the bad value:
 
 * a workload file: unknown built-in name (the message lists the built-ins), missing file,
-  invalid TOML, a missing or unknown key or table, a value of the wrong type or out of range -
-  the message names the file and the key (``[bursty] phase_rate_rps``);
+  invalid TOML, a missing or unknown key or table, a number without its source, NaN or
+  infinity, a value of the wrong type or out of range - the message names the file and the key
+  (``bursty.phase_rate_rps``);
 * a trace file: missing file, a wrong or missing header, a row with the wrong number of
   columns, a non-numeric arrival, a token count that is not an integer ``>= 1``, a negative,
   non-finite or decreasing arrival, ``input + output > max_tokens`` (when given), no rows - the
@@ -87,29 +90,55 @@ and quotes the bad value:
 
 import dataclasses
 import math
-import tomllib
 from pathlib import Path
 
 import numpy as np
+
+from ndpdimm.hw import config_file
 
 __all__ = ["make_trace", "WorkloadError", "WorkloadSpec", "Trace", "WORKLOAD_DIR", "PATTERNS", "DISTRIBUTIONS",
            "TRACE_HEADER", "list_workloads", "load_workload", "generate_trace", "save_trace",
            "load_trace"]
 
-WORKLOAD_DIR = Path(__file__).resolve().parents[2] / "configs" / "rapid_workloads"
+#: The packaged workload files (``importlib.resources``).
+WORKLOAD_DIR = config_file.package_folder("ndpdimm.sw", "configs", "rapid_workloads")
 PATTERNS = ("steady", "bursty")
 DISTRIBUTIONS = ("uniform", "log-uniform")
 TRACE_HEADER = ("arrival_s", "input_tokens", "output_tokens")
 _NAME_COMMENT = "# rapid trace "
 
-#: Top-level keys of a workload file -> the WorkloadSpec field each fills.
-_TOP_KEYS = {k: k for k in ("name", "description", "source", "input_distribution",
-                            "input_tokens_min", "input_tokens_max", "output_tokens_min",
-                            "output_tokens_max")}
-#: Tables of a workload file: table -> {key -> WorkloadSpec field}.
-_TABLES = {"steady": {"rate_rps": "steady_rate_rps"},
-           "bursty": {"phase_duration_s": "bursty_phase_duration_s",
-                      "phase_rate_rps": "bursty_phase_rate_rps"}}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steady:
+    rate_rps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bursty:
+    phase_duration_s: tuple[float, ...]
+    phase_rate_rps: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _WorkloadFile:
+    """The schema of a workload file (its tables become :class:`WorkloadSpec`'s fields)."""
+    name: str
+    description: str
+    source: str
+    input_distribution: str
+    input_tokens_min: int
+    input_tokens_max: int
+    output_tokens_min: int
+    output_tokens_max: int
+    steady: _Steady
+    bursty: _Bursty
+
+
+#: WorkloadSpec field -> the key of a workload file it comes from, as messages name it.
+_FILE_KEYS = {"steady_rate_rps": "steady.rate_rps",
+              "bursty_phase_duration_s": "bursty.phase_duration_s",
+              "bursty_phase_rate_rps": "bursty.phase_rate_rps"}
 
 
 class WorkloadError(ValueError):
@@ -230,48 +259,24 @@ def _check_pattern(pattern) -> None:
 
 def list_workloads() -> list:
     """Names of the built-in workload files, sorted."""
-    return sorted(p.stem for p in WORKLOAD_DIR.glob("*.toml"))
+    return config_file.builtin_names(WORKLOAD_DIR)
 
 
 def load_workload(name_or_path) -> WorkloadSpec:
     """A workload from a built-in name (:func:`list_workloads`) or a path ending ``.toml``;
-    :class:`WorkloadError` naming the file and key on a bad file."""
-    path = Path(name_or_path)
-    if path.suffix != ".toml":
-        path = WORKLOAD_DIR / f"{name_or_path}.toml"
-        if not path.is_file():
-            raise WorkloadError(f"unknown workload {str(name_or_path)!r}: built in are "
-                                f"{', '.join(list_workloads())} (or give a path to a .toml file)")
+    :class:`~ndpdimm.hw.config_file.ConfigError` naming the file and key on a bad file."""
+    path = config_file.find(WORKLOAD_DIR, name_or_path, "workload")
+    f = config_file.load(path, _WorkloadFile)
+    values = {k.name: getattr(f, k.name) for k in dataclasses.fields(f)
+              if k.name not in ("steady", "bursty")}
+    values.update(steady_rate_rps=f.steady.rate_rps,
+                  bursty_phase_duration_s=f.bursty.phase_duration_s,
+                  bursty_phase_rate_rps=f.bursty.phase_rate_rps)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise WorkloadError(f"{path}: no such workload file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise WorkloadError(f"{path}: not valid TOML: {err}") from None
-    values, label = {}, {}
-    _take(path, "", doc, {**_TOP_KEYS, **{t: None for t in _TABLES}}, values, label)
-    for table, keys in _TABLES.items():
-        if not isinstance(doc[table], dict):
-            raise WorkloadError(f"{path}: [{table}] must be a table, got {doc[table]!r}")
-        _take(path, f"[{table}] ", doc[table], keys, values, label)
-    _check_spec(values, str(path), label)
+        _check_spec(values, str(path), {k: _FILE_KEYS.get(k, k) for k in values})
+    except WorkloadError as e:
+        raise config_file.ConfigError(str(e)) from None
     return WorkloadSpec(**values)
-
-
-def _take(path, prefix: str, table: dict, keys: dict, values: dict, label: dict) -> None:
-    """Copy ``table``'s keys (exactly those of ``keys``: key -> spec field, None for a sub-table
-    read separately) into ``values``, recording each field's key as shown in messages."""
-    missing = [k for k in keys if k not in table]
-    unknown = [k for k in table if k not in keys]
-    if missing or unknown:
-        raise WorkloadError(f"{path}: " + "; ".join(
-            ([f"missing {', '.join(prefix + k for k in missing)}"] if missing else []) +
-            ([f"unknown {', '.join(prefix + k for k in unknown)}"] if unknown else [])) +
-            f" (the keys{' of ' + prefix.strip() if prefix else ''} are {', '.join(keys)})")
-    for key, field in keys.items():
-        if field is not None:
-            values[field], label[field] = table[key], prefix + key
 
 
 @dataclasses.dataclass(frozen=True, eq=False)   # arrays: == is defined below, element-wise exact

@@ -13,8 +13,9 @@ populate those channels; every number with its source or marked as an assumption
 Both the GPU and the CPU reach ``compute_efficiency x t / (t + half_efficiency_tokens)`` of their
 peak on an expert with ``t`` tokens (:meth:`TriMoeGpu.efficiency_at`, :meth:`AmxCpu.efficiency_at`).
 
-The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog`, whose readers this module reuses: every
-key required, no other accepted, a missing, unknown or mistyped key or an impossible value
+The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog` (``hw/config_file.py``): every
+key required, no other accepted, every number ``{ value = ..., source = "..." }``; a missing,
+unknown or mistyped key, a number without its source, NaN or infinity, or an impossible value
 raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
 
 ``load_moe_model`` also takes a Hugging Face ``config.json`` (the file or its folder), read
@@ -32,12 +33,11 @@ from ndpdimm.sw.scenarios.catalog import (
     Gpu,
     Pcie,
     available_names,
+    catalog_path,
     check_params,
     is_hf_config,
-    read_config,
+    load_catalog,
     read_hf_config,
-    typed_fields,
-    typed_tables,
     with_implied_params,
 )
 
@@ -177,9 +177,9 @@ def load_moe_model(name_or_path) -> MoeShape:
     """An MoE model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
     if is_hf_config(name_or_path):
         return moe_model_from_hf_config(name_or_path)
-    path, doc = read_config(_MODELS, name_or_path, what="MoE model")
-    m = MoeShape(**typed_fields(MoeShape, doc, str(path),
-                           may_be_zero=("dense_layers", "dense_ffn", "shared_experts")))
+    m = load_catalog(_MODELS, name_or_path, MoeShape, what="MoE model",
+                     may_be_zero=("dense_layers", "dense_ffn", "shared_experts"))
+    path = catalog_path(_MODELS, name_or_path, what="MoE model")
     _check_moe(path, m)
     check_params(path, m.params, m.nominal_params_b)
     return m
@@ -250,24 +250,21 @@ def _check_moe(path, m: MoeShape) -> None:
                            f"({m.kv_heads})")
 
 
-_SECTIONS = {"gpu": TriMoeGpu, "pcie": Pcie, "cpu": AmxCpu, "ndp": TriMoeNdp}
-
-
 def load_trimoe_hardware(name_or_path="h100-amx") -> TriMoeHardware:
     """The TriMoE system (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    path, doc = read_config(_HARDWARE, name_or_path, what="TriMoE hardware")
-    hw = TriMoeHardware(name=path.stem, **{k: _SECTIONS[k](**v)
-                                           for k, v in typed_tables(path, doc, _SECTIONS).items()})
+    hw = load_catalog(_HARDWARE, name_or_path, TriMoeHardware, what="TriMoE hardware",
+                      stem_as="name")
+    path = catalog_path(_HARDWARE, name_or_path, what="TriMoE hardware")
     gpu, cpu, ndp = hw.gpu, hw.cpu, hw.ndp
     if gpu.reserved_gb >= gpu.memory_gb:
-        raise CatalogError(f"{path} [gpu]: reserved_gb ({gpu.reserved_gb}) leaves no room for "
+        raise CatalogError(f"{path}: gpu.reserved_gb ({gpu.reserved_gb}) leaves no room for "
                            f"experts in memory_gb ({gpu.memory_gb})")
     if ndp.dimms != cpu.memory_channels * ndp.dimms_per_channel:
-        raise CatalogError(f"{path} [ndp]: dimms ({ndp.dimms}) must fill the CPU's channels: "
+        raise CatalogError(f"{path}: ndp.dimms ({ndp.dimms}) must fill the CPU's channels: "
                            f"memory_channels ({cpu.memory_channels}) x dimms_per_channel "
                            f"({ndp.dimms_per_channel})")
     if abs(cpu.memory_gb - ndp.dimms * ndp.capacity_gb) > 1e-9 * cpu.memory_gb:
-        raise CatalogError(f"{path} [cpu]: memory_gb ({cpu.memory_gb}) must be the NDP-DIMMs' "
+        raise CatalogError(f"{path}: cpu.memory_gb ({cpu.memory_gb}) must be the NDP-DIMMs' "
                            f"dimms x capacity_gb ({ndp.dimms * ndp.capacity_gb}): they are the "
                            f"host memory")
     return hw

@@ -12,6 +12,7 @@ on a long random command stream.
 
 import dataclasses
 import random
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from ndpdimm.cosim.dram import model as dram_model
 from ndpdimm.cosim.dram import native as dram_model_native
 from ndpdimm.cosim.dram.model import DramModel, TimingViolation
+from ndpdimm.hw.config_file import ConfigError
 from ndpdimm.hw.memory.address_map import DEFAULT_SCHEME, AddressMap, DramCoord
 from ndpdimm.hw.memory.dram import (
     DEFAULT_CONFIG_PATH,
@@ -63,35 +65,52 @@ def test_explicit_default_path_loads_the_same():
     assert load_dram_config(DEFAULT_CONFIG_PATH) == (ORG, T)
 
 
+def _v(key, value):
+    """The start of ``key``'s line in the DRAM file, with ``value``."""
+    return f"{key} = {{ value = {value},"
+
+
 BROKEN = [
-    ("unknown key", "tRCD = 24", "tRCD = 24\ntXYZ = 3", "timing.tXYZ"),
-    ("missing key", "tRCD = 24", "", "timing.tRCD"),
-    ("missing org key", "ranks = 4", "", "organization.ranks"),
-    ("zero", "tRCD = 24", "tRCD = 0", "tRCD"),
-    ("negative", "tFAW = 26", "tFAW = -26", "tFAW"),
-    ("float cycles", "tRP = 24", "tRP = 24.5", "tRP"),
-    ("bool", "tRP = 24", "tRP = true", "tRP"),
-    ("string", "CWL = 16", 'CWL = "16"', "CWL"),
-    ("tCK zero", "tCK_ns = 0.625", "tCK_ns = 0.0", "tCK_ns"),
-    ("not power of two", "ranks = 4", "ranks = 3", "ranks"),
-    ("rows not power of two", "rows_per_bank = 131072", "rows_per_bank = 100000", "rows_per_bank"),
-    ("non-positive org", "bank_groups = 2", "bank_groups = 0", "bank_groups"),
-    ("L below S", "tCCD_L = 8", "tCCD_L = 2", "tCCD_L"),
-    ("unknown table", "[timing]", "[extra]\nx = 1\n[timing]", "[extra]"),
+    ("unknown key", "[timing]\n", "[timing]\ntXYZ = { value = 3, source = 's' }\n", "timing.tXYZ"),
+    ("missing key", "\ntRCD = ", "\nxRCD = ", "timing.tRCD"),
+    ("missing org key", "\nranks = ", "\nrankz = ", "organization.ranks"),
+    ("zero", _v("tRCD", 24), _v("tRCD", 0), "tRCD"),
+    ("negative", _v("tFAW", 26), _v("tFAW", -26), "tFAW"),
+    ("float cycles", _v("tRP", 24), _v("tRP", 24.5), "tRP"),
+    ("bool", _v("tRP", 24), _v("tRP", "true"), "tRP"),
+    ("string", _v("CWL", 16), _v("CWL", '"16"'), "CWL"),
+    ("tCK zero", _v("tCK_ns", 0.625), _v("tCK_ns", 0.0), "tCK_ns"),
+    ("tCK nan", _v("tCK_ns", 0.625), _v("tCK_ns", "nan"), "timing.tCK_ns is nan"),
+    ("tRC inf", _v("tRC", 76), _v("tRC", "inf"), "timing.tRC is inf"),
+    ("misspelt source", 'tRP = { value = 24, source = "', 'tRP = { value = 24, sorce = "',
+     "timing.tRP has unknown key sorce"),
+    ("bare number", re.compile(r"tRP = \{ value = 24, source = .*"), "tRP = 24",
+     "timing.tRP = 24 has no source"),
+    ("no source", re.compile(r"(tWR = \{ value = 24), source = [^}]*"), r"\1 ",
+     "timing.tWR has no source"),
+    ("empty source", re.compile(r"(tWR = \{ value = 24, source = )\"[^\"]*\""), r'\1"  "',
+     "timing.tWR has no source"),
+    ("not power of two", _v("ranks", 4), _v("ranks", 3), "ranks"),
+    ("rows not power of two", _v("rows_per_bank", 131072), _v("rows_per_bank", 100000),
+     "rows_per_bank"),
+    ("non-positive org", _v("bank_groups", 2), _v("bank_groups", 0), "bank_groups"),
+    ("L below S", _v("tCCD_L", 8), _v("tCCD_L", 2), "tCCD_L"),
+    ("unknown table", "[timing]", "[extra]\nx = 1\n[timing]", "extra"),
     ("missing table", "[organization]", "[organisation]", "organisation"),
-    ("bad toml", "tRP = 24", "tRP = = 24", "not valid TOML"),
+    ("bad toml", _v("tRP", 24), "tRP = = 24", "not valid TOML"),
 ]
 
 
 @pytest.mark.parametrize("old,new,needle", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
 def test_broken_config_names_key_and_file(tmp_path, old, new, needle):
     text = DEFAULT_CONFIG_PATH.read_text()
-    assert old in text
+    broken = old.sub(new, text, 1) if isinstance(old, re.Pattern) else text.replace(old, new, 1)
+    assert broken != text
     path = tmp_path / "broken.toml"
-    path.write_text(text.replace(old, new, 1))
-    with pytest.raises(ValueError) as e:
+    path.write_text(broken)
+    with pytest.raises(ConfigError) as e:
         load_dram_config(path)
-    assert needle in str(e.value) and str(path) in str(e.value)
+    assert needle in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value)
 
 
 def test_missing_file_is_a_value_error(tmp_path):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ndpdimm.hw.config_file import ConfigError
 from ndpdimm.sw.reproduce.core import ReproductionError
 from ndpdimm.sw.reproduce.params import CONFIG_DIR, load_params, values
 
@@ -40,6 +41,11 @@ def test_good_file_loads_with_dotted_names(tmp_path):
     ('[run]\ntokens = 128\n', "run.tokens", "has no source"),
     ('[gpu.tflops]\nvalue = 82.6\n', "gpu.tflops", "has no source"),
     ('[a]\nvalue = 1\nsource = "s"\nsorce = "t"\n', "a", "unknown key"),
+    ('[a]\nvalue = nan\nsource = "s"\n', "a", "is nan: numbers must be finite"),
+    ('[a]\nvalue = [1.0, inf]\nsource = "s"\n', "a", r"a\[1\] is inf"),
+    ('[a]\nvalue = 1\nsource = "s"\nrange = { low = -inf, high = 2, source = "r" }\n', "a",
+     "a.range.low is -inf"),
+    ('[run]\nname = "x"\n', "run.name", "has no source"),
     ('[a]\nvalue = 1\nsource = "s"\nrange = { low = 0, high = 2 }\n', "a", "missing: source"),
     ('[a]\nvalue = 1\nsource = "s"\nrange = { low = 0, high = 2, source = "" }\n', "a", "range has no source"),
     ('[a]\nvalue = 1\nsource = "s"\nrange = { low = 3, high = 2, source = "r" }\n', "a", "low <= high"),
@@ -47,15 +53,17 @@ def test_good_file_loads_with_dotted_names(tmp_path):
     ('[a]\n', "a", "empty table"),
 ])
 def test_parameter_without_source_or_with_bad_range_is_rejected(tmp_path, text, name, message):
-    with pytest.raises(ReproductionError, match=message) as e:
+    with pytest.raises(ConfigError, match=message) as e:
         _load(tmp_path, GOOD + text)
-    assert f"'{name}'" in str(e.value) and "p.toml" in str(e.value)
+    assert f"p.toml: {name}" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_missing_and_broken_files(tmp_path):
-    with pytest.raises(ReproductionError, match="does not exist"):
+    with pytest.raises(ConfigError, match="no such file"):
         load_params(tmp_path / "none.toml")
-    with pytest.raises(ReproductionError, match="not valid TOML"):
+    with pytest.raises(ConfigError, match="unknown reproduction parameter file 'nope'"):
+        load_params("nope")
+    with pytest.raises(ConfigError, match="not valid TOML"):
         _load(tmp_path, "[a\n")
 
 

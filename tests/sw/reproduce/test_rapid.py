@@ -56,13 +56,13 @@ def test_reduced_reproduction_writes_a_complete_table(tmp_path, capsys):
 
 def test_node_parameter_that_differs_from_the_node_file_is_rejected():
     import dataclasses
-    import tomllib
 
     from ndpdimm.sw.reproduce.core import ReproductionError
     from ndpdimm.sw.reproduce.rapid import _check_node_values, _node_path
+    from ndpdimm.sw.scenarios.rapid.catalog import load_node
     params = load_params("rapid")
     path = _node_path(params["node_file"].value)
-    doc = tomllib.loads(path.read_text())
+    doc = load_node(path)
     _check_node_values(params, doc, path)
     name = "node.controller.role_switch_s"
     moved = {**params, name: dataclasses.replace(params[name], value=4.0)}
@@ -71,6 +71,26 @@ def test_node_parameter_that_differs_from_the_node_file_is_rejected():
     typo = {**params, "node.controller.role_switch": params[name]}
     with pytest.raises(ReproductionError, match="names no key"):
         _check_node_values(typo, doc, path)
+
+
+def test_a_node_variant_is_the_node_file_with_one_value_and_its_source_changed(tmp_path):
+    import dataclasses
+
+    from ndpdimm.hw import config_file
+    from ndpdimm.sw.reproduce.rapid import _node_path, _node_variant
+    from ndpdimm.sw.scenarios.rapid.catalog import ServingNode, load_node
+    path = _node_path("mi300x-node")
+    variant = _node_variant(config_file.read(path), "node.controller.role_switch_s", 5,
+                            tmp_path, "mi300x-node")
+    node, base = load_node(variant), load_node(path)
+    assert node.controller.role_switch_s == 5.0 and isinstance(node.controller.role_switch_s, float)
+    assert node == dataclasses.replace(base, controller=dataclasses.replace(
+        base.controller, role_switch_s=5.0))
+    sources = {}
+    config_file.load(variant, ServingNode, given={"name": "n"}, sources=sources)
+    assert sources["controller.role_switch_s"].source.startswith(
+        "sensitivity point of sw/configs/reproduce/rapid.toml (node.controller.role_switch_s); "
+        "the node file's value 3.0: SPEC section 5")
 
 
 def test_bad_ttft_slo_and_a_failing_point_are_named(tmp_path):

@@ -33,14 +33,14 @@ SHAPES = {"cold_mlp": {"k": 12, "pool": 40, "hidden": 128, "batch": 2, "dtype": 
 # a gated model small enough for the 16 KiB SRAM of the test core
 TINY_GATED = """name = "tiny-gated"
 source = "test model (tests/sw/sampling/test_replay.py)"
-nominal_params_b = 0.00062
-hidden = 128
-layers = 2
-heads = 4
-kv_heads = 2
-ffn = 512
-vocab = 1000
-max_positions = 512
+nominal_params_b = { value = 0.00062, source = "test" }
+hidden = { value = 128, source = "test" }
+layers = { value = 2, source = "test" }
+heads = { value = 4, source = "test" }
+kv_heads = { value = 2, source = "test" }
+ffn = { value = 512, source = "test" }
+vocab = { value = 1000, source = "test" }
+max_positions = { value = 512, source = "test" }
 learned_positions = false
 mlp = "gated"
 activation = "silu"
@@ -137,7 +137,7 @@ def test_a_reduced_hermes_run_replays_its_sample_on_the_rtl(tmp_path, capsys):
     model.write_text(TINY_GATED)
     hw = tmp_path / "tiny_gpu.toml"
     hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
-                  .replace("memory_gb = 24.0", "memory_gb = 0.002"))
+                  .replace("memory_gb = { value = 24.0,", "memory_gb = { value = 0.002,"))
     cfg = HermesConfig(model=str(model), hardware=str(hw), tokens=4, prompt=32, profile_tokens=16,
                        sample_layers=2, gpu_reserve_gb=0.0, group=64)
     kernels = KernelLog()

@@ -45,7 +45,8 @@ def _model_text(**override):
         if v is None:
             continue
         lines.append(f"{k} = " + ("true" if v is True else "false" if v is False else
-                                  f'"{v}"' if isinstance(v, str) else repr(v)))
+                                  f'"{v}"' if isinstance(v, str) else
+                                  f'{{ value = {v!r}, source = "test" }}'))
     return "\n".join(lines) + "\n"
 
 
@@ -55,10 +56,12 @@ def _model_text(**override):
     ({"mlp": "moe"}, "mlp must be"),
     ({"activation": "tanh"}, "activation must be"),
     ({"layers": 0}, "must be positive"),
-    ({"layers": 40.5}, "layers must be a int"),
-    ({"tied_embeddings": 1}, "tied_embeddings must be a bool"),
-    ({"heads": None}, "missing heads"),
-    ({"experts": 8}, "unknown experts"),
+    ({"layers": 40.5}, "layers must be an int"),
+    ({"tied_embeddings": 1}, "tied_embeddings must be a bool, got 1"),
+    ({"tied_embeddings": "yes"}, "tied_embeddings must be a bool"),
+    ({"heads": None}, "missing key heads"),
+    ({"experts": 8}, "unknown key experts"),
+    ({"hidden": math.nan}, "hidden is nan: numbers must be finite"),
 ])
 def test_bad_model_files_are_refused_with_the_reason(tmp_path, override, message):
     with pytest.raises(CatalogError, match=message):
@@ -88,10 +91,11 @@ def test_hardware_catalogue():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("compute_efficiency = 0.7", "compute_efficiency = 1.7"), "in \\(0, 1\\]"),
-    (lambda t: t.replace("[host]", "[cpu]"), "missing host; unknown cpu"),
-    (lambda t: t.replace("dimms = 8 ", "dimms = -8 "), "dimms must be positive"),
-    (lambda t: t + "\n[extra]\nx = 1\n", "unknown extra"),
+    (lambda t: t.replace("compute_efficiency = { value = 0.7,", "compute_efficiency = { value = 1.7,"),
+     "gpu.compute_efficiency must be in \\(0, 1\\]"),
+    (lambda t: t.replace("[host]", "[cpu]"), "missing key host; unknown key cpu"),
+    (lambda t: t.replace("dimms = { value = 8,", "dimms = { value = -8,"), "ndp.dimms must be positive"),
+    (lambda t: t + "\n[extra]\nx = 1\n", "unknown key extra"),
 ])
 def test_bad_hardware_files_are_refused(tmp_path, edit, message):
     from ndpdimm.sw.scenarios.catalog import CONFIG_DIR

@@ -1,6 +1,7 @@
 """The Hermes energy model and price catalogue (``sw/scenarios/energy.py``)."""
 
 import math
+import re
 
 import pytest
 
@@ -126,19 +127,26 @@ def _write(tmp_path, text):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("mac_pj = 0.7", ""), r"\[ndp\]: missing mac_pj"),
-    (lambda t: t.replace("[pcie]\n", "[pcie]\nwatts = 3.0\n"), r"\[pcie\]: unknown watts"),
-    (lambda t: t.replace("dimm_background_w = 2.2", "dimm_background_w = -2.2"),
-     r"\[dram\]: dimm_background_w must be positive"),
-    (lambda t: t.replace("count = 5", 'count = "5"'), r"\[datacenter\]: count must be a int"),
-    (lambda t: t.replace("count = 5", "count = 5.0"), r"count must be a int"),
-    (lambda t: t.replace("hardware = \"hermes\"", "hardware = 1"), r"hardware must be a str"),
-    (lambda t: t.replace("pj_per_bit = 1.17", "pj_per_bit = 1.17e12"),
+    (lambda t: re.sub(r"\nmac_pj = .*\n", "\n", t), r"missing key ndp.mac_pj"),
+    (lambda t: t.replace("[pcie]\n", "[pcie]\nwatts = 3.0\n"), r"unknown key pcie.watts"),
+    (lambda t: t.replace("dimm_background_w = { value = 2.2,", "dimm_background_w = { value = -2.2,"),
+     r"dram.dimm_background_w must be positive"),
+    (lambda t: t.replace("count = { value = 5,", 'count = { value = "5",'),
+     r"datacenter.count must be an int"),
+    (lambda t: t.replace("count = { value = 5,", "count = { value = 5.0,"), r"count must be an int"),
+    (lambda t: t.replace("hardware = \"hermes\"", "hardware = 1"), r"gpu.hardware must be a str"),
+    (lambda t: t.replace("pj_per_bit = { value = 1.17,", "pj_per_bit = { value = 1.17e12,"),
      r"\[link\]: pj_per_bit must be at most"),
-    (lambda t: t.replace("memory_efficiency = 0.85", "memory_efficiency = 85.0"), r"in \(0, 1\]"),
-    (lambda t: t.replace("busy_w = 150.0", "busy_w = 5.0"), r"\[host\]: idle_w < busy_w"),
-    (lambda t: t.replace("[link]", "[links]"), "missing link; unknown links"),
-    (lambda t: t + "\n[extra]\nx = 1\n", "unknown extra"),
+    (lambda t: t.replace("memory_efficiency = { value = 0.85,", "memory_efficiency = { value = 85.0,"),
+     r"in \(0, 1\]"),
+    (lambda t: t.replace("busy_w = { value = 150.0,", "busy_w = { value = 5.0,"),
+     r"\[host\]: idle_w < busy_w"),
+    (lambda t: t.replace("[link]", "[links]"), "missing key link; unknown key links"),
+    (lambda t: t + "\n[extra]\nx = 1\n", "unknown key extra"),
+    (lambda t: t.replace("gpu_usd = { value = 1599.0,", "gpu_usd = { value = -inf,"),
+     "prices.gpu_usd is -inf: numbers must be finite"),
+    (lambda t: re.sub(r'(mac_pj = \{ value = 0.7), source = "[^"]*"', r"\1", t),
+     "ndp.mac_pj has no source"),
 ])
 def test_bad_energy_files_are_refused_naming_the_key(tmp_path, edit, message):
     text = ENERGY_TOML.read_text()
@@ -153,7 +161,7 @@ def test_unknown_name_broken_toml_and_gpu_idle_above_board_power(tmp_path):
         load_energy("nope")
     with pytest.raises(CatalogError, match="not valid TOML"):
         load_energy(_write(tmp_path, "x = = 1\n"))
-    text = ENERGY_TOML.read_text().replace("idle_w = 60.0\n\n[dram]", "idle_w = 600.0\n\n[dram]")
+    text = ENERGY_TOML.read_text().replace("idle_w = { value = 60.0,", "idle_w = { value = 600.0,", 1)
     with pytest.raises(CatalogError, match=r"\[gpu\]: idle_w \(600.0\) must be below the board"):
         EnergyModel(load_energy(_write(tmp_path, text)), load_hardware("hermes").gpu)
 

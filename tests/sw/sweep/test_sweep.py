@@ -86,40 +86,55 @@ def test_grid_points_and_fixed_expand_in_file_order(tmp_path):
 name = "t"
 job = "probe"
 [fixed]
-seconds = 0.0
+seconds = { value = 0.0, source = "test" }
 [grid]
-value = [3, 1]
+value = { value = [3, 1], source = "test" }
 [[points]]
-value = 7
+value = { value = 7, source = "test" }
 [[points]]
-value = 3
+value = { value = 3, source = "test" }
 """))
     assert [p["value"] for p in s.points] == [3, 1, 7]          # the duplicate point once
     assert all(p == {"seconds": 0.0, "value": p["value"]} for p in s.points)
 
 
 def test_yaml_sweep_files_work_like_toml(tmp_path):
-    s = load_sweep(_write(tmp_path, "name: y\njob: probe\ngrid:\n  value: [1, 2]\n", "s.yaml"))
+    s = load_sweep(_write(tmp_path, "name: y\njob: probe\ngrid:\n  value: {value: [1, 2], source: t}\n",
+                          "s.yaml"))
     assert [p["value"] for p in s.points] == [1, 2]
 
 
 @pytest.mark.parametrize("text, message", [
     ('name = "t"\njob = "probe"\n[grid]\nvalue = []\n', "grid.value is empty"),
-    ('name = "t"\njob = "probe"\n[grid]\nspeed = [1]\n', "unknown parameter speed"),
+    ('name = "t"\njob = "probe"\n[grid]\nspeed = { value = [1], source = "t" }\n',
+     "unknown parameter speed"),
     ('name = "t"\njob = "probe"\n[grid]\nvalue = ["x"]\n', "value = 'x': job 'probe' wants int"),
-    ('name = "t"\njob = "probe"\n[grid]\nvalue = 3\n', "grid.value must be a list"),
+    ('name = "t"\njob = "probe"\n[grid]\nvalue = { value = 3, source = "t" }\n',
+     "grid.value must be a list"),
     ('name = "t"\njob = "probe"\n', "no points"),
-    ('name = "t"\njob = "warp"\n[grid]\nvalue = [1]\n', "unknown job 'warp'"),
-    ('name = "t"\njob = "probe"\ncolour = 1\n[grid]\nvalue = [1]\n', "unknown key colour"),
-    ('name = "t"\njob = "rapid"\n[grid]\nduration_s = [10.0, -5.0]\n',
+    ('name = "t"\njob = "warp"\n[grid]\nvalue = { value = [1], source = "t" }\n', "unknown job 'warp'"),
+    ('name = "t"\njob = "probe"\ncolour = "red"\n[grid]\nvalue = { value = [1], source = "t" }\n',
+     "unknown key colour"),
+    ('name = "t"\njob = "probe"\n[grid]\nvalue = [1, 2]\n', "grid.value = [1, 2] has no source"),
+    ('name = "t"\njob = "probe"\nretries = 2\n[grid]\nvalue = ["x"]\n', "retries = 2 has no source"),
+    ('name = "t"\njob = "probe"\n[[points]]\nvalue = 1\n', "points[0].value = 1 has no source"),
+    ('name = "t"\njob = "probe"\n[grid]\nvalue = { value = [1, nan], source = "t" }\n',
+     "grid.value[1] is nan: numbers must be finite"),
+    ('name = "t"\njob = "rapid"\n[fixed]\nduration_s = { value = inf, source = "t" }\n'
+     '[grid]\nmode = ["static"]\n', "fixed.duration_s is inf"),
+    ('name = "t"\njob = "rapid"\n[grid]\nduration_s = { value = [10.0, -5.0], source = "t" }\n',
      "point 2 {duration_s=-5.0}: duration_s must be a positive number"),
     ('name = "t"\njob = "rapid"\n[grid]\nmode = ["turbo"]\n', "mode must be one of"),
-    ('name = "t"\njob = "hermes"\n[grid]\nbatch = [1, 99]\n', "batch must be an int in [1, 16]"),
+    ('name = "t"\njob = "hermes"\n[grid]\nbatch = { value = [1, 99], source = "t" }\n',
+     "batch must be an int in [1, 16]"),
     ('name = "t"\njob = "rtl-gemv"\n[grid]\ndtype = ["fp8"]\n', "wants one of fp16, bf16, int8"),
-    ('name = "t"\njob = "probe"\n[fixed]\nvalue = 1\n[grid]\nvalue = [2]\n',
+    ('name = "t"\njob = "probe"\n[fixed]\nvalue = { value = 1, source = "t" }\n'
+     '[grid]\nvalue = { value = [2], source = "t" }\n',
      "both in [fixed] and in [grid]"),
-    ('name = "t"\njob = "probe"\n[grid]\nvalue = [1]\n[plot]\nx = "nope"\n', "[plot] names"),
-    ('name = "t"\njob = "probe"\nretries = -1\n[grid]\nvalue = [1]\n', "retries must be"),
+    ('name = "t"\njob = "probe"\n[grid]\nvalue = { value = [1], source = "t" }\n[plot]\nx = "nope"\n',
+     "[plot] names"),
+    ('name = "t"\njob = "probe"\nretries = { value = -1, source = "t" }\n'
+     '[grid]\nvalue = { value = [1], source = "t" }\n', "retries must be"),
     ('name = "t"\njob = "probe"\n[grid\n', "not valid TOML"),
 ])
 def test_bad_sweep_files_are_rejected_before_anything_runs(tmp_path, text, message):
@@ -150,12 +165,12 @@ _RAPID = """
 name = "rapid-small"
 job = "rapid"
 [fixed]
-duration_s = 20.0
+duration_s = { value = 20.0, source = "test" }
 mode = "static"
 ndp = false
-ttft_slo_s = 0.5
+ttft_slo_s = { value = 0.5, source = "test" }
 [grid]
-rate_scale = [0.5, 1.0]
+rate_scale = { value = [0.5, 1.0], source = "test" }
 kv_path = ["host", "direct"]
 """
 
@@ -197,11 +212,11 @@ def test_a_worker_killed_mid_sweep_loses_no_point(tmp_path):
     sweep = load_sweep(_write(tmp_path, """
 name = "kill"
 job = "probe"
-retries = 3
+retries = { value = 3, source = "test" }
 [fixed]
-seconds = 1.0
+seconds = { value = 1.0, source = "test" }
 [grid]
-value = [1, 2, 3, 4, 5, 6, 7, 8]
+value = { value = [1, 2, 3, 4, 5, 6, 7, 8], source = "test" }
 """))
     # the scheduler gives up on a task at its first lost worker: the sweep's own
     # resubmission is what saves it
@@ -230,12 +245,12 @@ def test_a_failing_point_is_reported_and_the_sweep_goes_on(tmp_path, capsys):
 name = "fail"
 job = "rapid"
 [fixed]
-duration_s = 10.0
+duration_s = { value = 10.0, source = "test" }
 mode = "static"
 ndp = false
-ttft_slo_s = 0.5
+ttft_slo_s = { value = 0.5, source = "test" }
 [[points]]
-rate_scale = 1.0
+rate_scale = { value = 1.0, source = "test" }
 [[points]]
 trace = "no-such-trace.csv"
 """)
@@ -276,8 +291,8 @@ def test_rtl_gemv_points_are_checked_bit_for_bit(tmp_path, monkeypatch):
 name = "rtl"
 job = "rtl-gemv"
 [fixed]
-rows = 32
-cols = 64
+rows = { value = 32, source = "test" }
+cols = { value = 64, source = "test" }
 [grid]
 dtype = ["fp16", "int8"]
 """))

@@ -173,7 +173,7 @@ def test_bad_models_traces_and_sizes_get_clear_errors(tmp_path):
     hw = (tmp_path / "tiny.toml")
     from ndpdimm.sw.scenarios.catalog import CONFIG_DIR
     text = (CONFIG_DIR / "hardware" / "hermes.toml").read_text()
-    hw.write_text(text.replace("memory_gb = 24.0", "memory_gb = 3.0"))
+    hw.write_text(text.replace("memory_gb = { value = 24.0,", "memory_gb = { value = 3.0,"))
     with pytest.raises(ValueError, match="output projections"):
         run_hermes(HermesConfig(model="llama2-13b", hardware=str(hw), tokens=2, prompt=16,
                                 profile_tokens=4, sample_layers=1), log=_quiet)
@@ -208,14 +208,14 @@ def test_trace_frequency_drives_the_hot_set():
 
 TINY_MODEL = """name = "tiny-relu"
 source = "test model (tests/sw/scenarios/hermes/test_scenario.py)"
-nominal_params_b = 0.003402
-hidden = 256
-layers = 4
-heads = 4
-kv_heads = 4
-ffn = 1024
-vocab = 1000
-max_positions = 512
+nominal_params_b = { value = 0.003402, source = "test" }
+hidden = { value = 256, source = "test" }
+layers = { value = 4, source = "test" }
+heads = { value = 4, source = "test" }
+kv_heads = { value = 4, source = "test" }
+ffn = { value = 1024, source = "test" }
+vocab = { value = 1000, source = "test" }
+max_positions = { value = 512, source = "test" }
 learned_positions = false
 mlp = "plain"
 activation = "relu"
@@ -232,7 +232,7 @@ def test_rtl_backend_in_the_loop(tmp_path):
     model.write_text(TINY_MODEL)
     hw = tmp_path / "tiny_gpu.toml"
     hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
-                  .replace("memory_gb = 24.0", "memory_gb = 0.004"))
+                  .replace("memory_gb = { value = 24.0,", "memory_gb = { value = 0.004,"))
     core = CoreConfig(n_units=8, max_batch=4, sram_size=16384, sram_banks=4)
     runs = {}
     for backend in ("rtl", "model"):
@@ -275,7 +275,7 @@ def test_a_kv_cache_too_large_for_the_gpu_streams_over_pcie_in_the_baselines(tmp
     from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
     hw = tmp_path / "small_gpu.toml"
     hw.write_text((CONFIG_DIR / "hardware" / "hermes.toml").read_text()
-                  .replace("memory_gb = 24.0", "memory_gb = 4.0"))
+                  .replace("memory_gb = { value = 24.0,", "memory_gb = { value = 4.0,"))
     cfg = HermesConfig(model="llama2-13b", hardware=str(hw), batch=16, tokens=2, prompt=512,
                        profile_tokens=4, sample_layers=1)
     r = run_hermes(cfg, log=_quiet)

@@ -57,7 +57,7 @@ def _node_toml(tmp_path, **changes):
             if line.startswith("["):
                 inside = line.strip() == f"[{section}]"
             elif inside and line.split("=")[0].strip() == key:
-                lines[i] = f"{key} = {value}"
+                lines[i] = f'{key} = {{ value = {value}, source = "test" }}'
                 done = True
         assert done, dotted
         text = "\n".join(lines) + "\n"
@@ -137,7 +137,7 @@ def test_bad_node_files_are_rejected_naming_the_key(tmp_path, edit, message):
 def test_node_file_with_an_unknown_key_is_rejected(tmp_path):
     path = tmp_path / "n.toml"
     path.write_text(NODE_FILE.read_text().replace("[ring]\n", "[ring]\nspeed = 3\n"))
-    with pytest.raises(CatalogError, match="unknown speed"):
+    with pytest.raises(CatalogError, match="unknown key ring.speed"):
         load_node(path)
 
 

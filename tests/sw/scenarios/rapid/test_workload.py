@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from ndpdimm.hw.config_file import ConfigError
 from ndpdimm.sw.scenarios.rapid.workload import (
     PATTERNS,
     WORKLOAD_DIR,
@@ -33,9 +34,9 @@ GOOD = {
 
 
 
-def _assert_rejected(load, path, fragments):
-    """``load(path)`` raises WorkloadError naming the file and containing every fragment."""
-    with pytest.raises(WorkloadError) as err:
+def _assert_rejected(load, path, fragments, error=WorkloadError):
+    """``load(path)`` raises ``error`` naming the file and containing every fragment."""
+    with pytest.raises(error) as err:
         load(path)
     message = str(err.value)
     assert str(path) in message
@@ -54,12 +55,19 @@ def _toml_value(v):
     return repr(v)
 
 
+def _sourced(v):
+    """``v`` as the file writes it: a number (or an array holding one) with a source."""
+    numeric = (isinstance(v, (int, float)) and not isinstance(v, bool)
+               or isinstance(v, list) and any(isinstance(x, (int, float)) for x in v))
+    return f'{{ value = {_toml_value(v)}, source = "test" }}' if numeric else _toml_value(v)
+
+
 def _write_workload(tmp_path, doc, name="w.toml"):
-    """``doc`` as a TOML file (top-level keys first, then the tables)."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    """``doc`` as a TOML file (top-level keys first, then the tables), numbers with a source."""
+    lines = [f"{k} = {_sourced(v)}" for k, v in doc.items() if not isinstance(v, dict)]
     for table, body in doc.items():
         if isinstance(body, dict):
-            lines += [f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in body.items()]
+            lines += [f"[{table}]"] + [f"{k} = {_sourced(v)}" for k, v in body.items()]
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -394,47 +402,57 @@ def test_trace_copies_and_freezes_its_arrays():
 # --- bad workload files ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("changes, fragments", [
-    ({"input_tokens_max": ...}, ["missing input_tokens_max"]),
-    ({"burstiness": 2.0}, ["unknown burstiness"]),
-    ({"steady": ...}, ["missing steady"]),
-    ({"steady__rate_rps": ...}, ["missing [steady] rate_rps"]),
-    ({"bursty__phase_count": 2}, ["unknown [bursty] phase_count"]),
-    ({"steady": 5.0}, ["[steady] must be a table", "5.0"]),
-    ({"name": 3}, ["name must be a string", "got 3"]),
+    ({"input_tokens_max": ...}, ["missing key input_tokens_max"]),
+    ({"burstiness": 2.0}, ["unknown key burstiness"]),
+    ({"steady": ...}, ["missing key steady"]),
+    ({"steady__rate_rps": ...}, ["missing key steady.rate_rps"]),
+    ({"bursty__phase_count": 2}, ["unknown key bursty.phase_count"]),
+    ({"steady": 5.0}, ["steady must be a table", "5.0"]),
+    ({"name": 3}, ["name must be a str", "got 3"]),
     ({"name": ""}, ["name must be a non-empty one-line string", "got ''"]),
     ({"input_distribution": "normal"},
      ["input_distribution must be one of 'uniform', 'log-uniform'", "got 'normal'"]),
     ({"input_tokens_min": 0}, ["input_tokens_min must be an integer >= 1", "got 0"]),
-    ({"input_tokens_min": 100.0}, ["input_tokens_min must be an integer >= 1", "got 100.0"]),
-    ({"output_tokens_max": True}, ["output_tokens_max must be an integer >= 1", "got True"]),
-    ({"output_tokens_max": "20"}, ["output_tokens_max must be an integer >= 1", "got '20'"]),
+    ({"input_tokens_min": 100.0}, ["input_tokens_min must be an int", "got 100.0"]),
+    ({"output_tokens_max": True}, ["output_tokens_max must be an int", "got True"]),
+    ({"output_tokens_max": "20"}, ["output_tokens_max must be an int", "got '20'"]),
     ({"input_tokens_min": 300},
      ["input_tokens_min (300) must be <= input_tokens_max (200)"]),
     ({"output_tokens_min": 21},
      ["output_tokens_min (21) must be <= output_tokens_max (20)"]),
-    ({"steady__rate_rps": 0.0}, ["[steady] rate_rps must be a finite number > 0", "got 0.0"]),
-    ({"steady__rate_rps": -1}, ["[steady] rate_rps must be a finite number > 0", "got -1"]),
-    ({"steady__rate_rps": float("inf")},
-     ["[steady] rate_rps must be a finite number > 0", "got inf"]),
-    ({"steady__rate_rps": "fast"}, ["[steady] rate_rps must be a finite number > 0", "'fast'"]),
+    ({"steady__rate_rps": 0.0}, ["steady.rate_rps must be a finite number > 0", "got 0.0"]),
+    ({"steady__rate_rps": -1}, ["steady.rate_rps must be a finite number > 0", "got -1"]),
+    ({"steady__rate_rps": float("inf")}, ["steady.rate_rps is inf: numbers must be finite"]),
+    ({"steady__rate_rps": float("nan")}, ["steady.rate_rps is nan: numbers must be finite"]),
+    ({"steady__rate_rps": "fast"}, ["steady.rate_rps must be a float", "'fast'"]),
     ({"bursty__phase_duration_s": []},
-     ["[bursty] phase_duration_s must be a non-empty list", "got []"]),
-    ({"bursty__phase_rate_rps": 4.0},
-     ["[bursty] phase_rate_rps must be a non-empty list", "got 4.0"]),
+     ["bursty.phase_duration_s must be a non-empty list", "got ()"]),
+    ({"bursty__phase_rate_rps": 4.0}, ["bursty.phase_rate_rps must be an array", "got 4.0"]),
     ({"bursty__phase_rate_rps": [1.0, 2.0, 3.0]},
-     ["[bursty] phase_duration_s (2 phases", "[bursty] phase_rate_rps (3 phases",
+     ["bursty.phase_duration_s (2 phases", "bursty.phase_rate_rps (3 phases",
       "same length"]),
     ({"bursty__phase_duration_s": [10.0, 0.0]},
-     ["[bursty] phase_duration_s[1] must be a finite number > 0", "got 0.0"]),
+     ["bursty.phase_duration_s[1] must be a finite number > 0", "got 0.0"]),
     ({"bursty__phase_duration_s": [10.0, "5"]},
-     ["[bursty] phase_duration_s[1] must be a finite number > 0", "got '5'"]),
+     ["bursty.phase_duration_s[1] must be a float", "got '5'"]),
+    ({"bursty__phase_duration_s": [10.0, float("nan")]},
+     ["bursty.phase_duration_s[1] is nan: numbers must be finite"]),
     ({"bursty__phase_rate_rps": [-1.0, 4.0]},
-     ["[bursty] phase_rate_rps[0] must be a finite number >= 0", "got -1.0"]),
+     ["bursty.phase_rate_rps[0] must be a finite number >= 0", "got -1.0"]),
     ({"bursty__phase_rate_rps": [0.0, 0]},
-     ["[bursty] phase_rate_rps must be a list with at least one rate > 0", "[0.0, 0]"]),
+     ["bursty.phase_rate_rps must be a list with at least one rate > 0", "[0.0, 0.0]"]),
 ])
 def test_bad_workload_files(tmp_path, changes, fragments):
-    _assert_rejected(load_workload, _write_workload(tmp_path, _changed(**changes)), fragments)
+    _assert_rejected(load_workload, _write_workload(tmp_path, _changed(**changes)), fragments,
+                     error=ConfigError)
+
+
+def test_a_workload_number_without_its_source_is_refused(tmp_path):
+    path = _write_workload(tmp_path, GOOD)
+    path.write_text(path.read_text().replace('rate_rps = { value = 5.0, source = "test" }',
+                                             "rate_rps = 5.0"))
+    _assert_rejected(load_workload, path, ["steady.rate_rps = 5.0 has no source"],
+                     error=ConfigError)
 
 
 def test_good_workload_file_by_path_and_int_rates(tmp_path):
@@ -446,15 +464,15 @@ def test_good_workload_file_by_path_and_int_rates(tmp_path):
 
 
 def test_unknown_name_missing_file_and_invalid_toml(tmp_path):
-    with pytest.raises(WorkloadError) as err:
+    with pytest.raises(ConfigError) as err:
         load_workload("chatbot")
     assert "unknown workload 'chatbot'" in str(err.value)
     assert "long-context, mixed" in str(err.value)
-    with pytest.raises(WorkloadError, match="missing.toml: no such workload file"):
+    with pytest.raises(ConfigError, match="missing.toml: no such file"):
         load_workload(tmp_path / "missing.toml")
     broken = tmp_path / "broken.toml"
     broken.write_text('name = "unterminated\n')
-    with pytest.raises(WorkloadError, match="broken.toml: not valid TOML"):
+    with pytest.raises(ConfigError, match="broken.toml: not valid TOML"):
         load_workload(broken)
 
 

@@ -2,6 +2,7 @@
 NDP-DIMM hardware."""
 
 import math
+import re
 
 import pytest
 
@@ -68,7 +69,8 @@ def _model_text(base="deepseek-v2", **override):
     fields = {k: getattr(m, k) for k in m.__dataclass_fields__}
     fields.update(override)
     return "".join(f"{k} = " + ("true" if v is True else "false" if v is False else
-                                f'"{v}"' if isinstance(v, str) else repr(v)) + "\n"
+                                f'"{v}"' if isinstance(v, str) else
+                                f'{{ value = {v!r}, source = "test" }}') + "\n"
                    for k, v in fields.items() if v is not None)
 
 
@@ -86,11 +88,12 @@ def test_the_writer_round_trips(tmp_path):
     ("qwen3-235b-a22b", {"kv_heads": 5}, "multiple of kv_heads"),
     ("deepseek-v2", {"shared_experts": -2}, "shared_experts must be zero or positive, got -2"),
     ("deepseek-v2", {"experts": 0}, "experts must be positive, got 0"),
-    ("deepseek-v2", {"top_k": 6.0}, "top_k must be a int, got 6.0"),
-    ("deepseek-v2", {"layers": "60"}, "layers must be a int"),
+    ("deepseek-v2", {"top_k": 6.0}, "top_k must be an int, got 6.0"),
+    ("deepseek-v2", {"layers": "60"}, "layers must be an int"),
     ("deepseek-v2", {"tied_embeddings": 0}, "tied_embeddings must be a bool"),
-    ("deepseek-v2", {"experts": None}, "missing experts"),
-    ("deepseek-v2", {"ffn": 1536}, "unknown ffn"),
+    ("deepseek-v2", {"experts": None}, "missing key experts"),
+    ("deepseek-v2", {"ffn": 1536}, "unknown key ffn"),
+    ("deepseek-v2", {"vocab": math.inf}, "vocab is inf: numbers must be finite"),
 ])
 def test_bad_model_files_are_refused_with_the_reason(tmp_path, base, override, message):
     path = _write(tmp_path, _model_text(base, **override))
@@ -147,22 +150,25 @@ def test_hardware_catalogue(capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("compute_efficiency = 0.5\n", "compute_efficiency = 1.5\n"),
-     r"\[cpu\]: compute_efficiency must be in \(0, 1\]"),
-    (lambda t: t.replace("[cpu]", "[host]"), "missing cpu; unknown host"),
-    (lambda t: t.replace("reserved_gb = 32.0", ""), r"\[gpu\]: missing reserved_gb"),
-    (lambda t: t.replace("power_w = 7.9", "power_w = 7.9\nvoltage = 1.2"),
-     r"\[ndp\]: unknown voltage"),
-    (lambda t: t.replace("memory_channels = 8 ", 'memory_channels = "8" '),
-     "memory_channels must be a int"),
-    (lambda t: t.replace("half_efficiency_tokens = 1600.0", "half_efficiency_tokens = 0.0"),
-     "half_efficiency_tokens must be positive"),
-    (lambda t: t.replace("reserved_gb = 32.0", "reserved_gb = 80.0"), "leaves no room for experts"),
-    (lambda t: t.replace("dimms_per_channel = 2 ", "dimms_per_channel = 1 "),
+    (lambda t: t.replace("compute_efficiency = { value = 0.5,", "compute_efficiency = { value = 1.5,"),
+     r"cpu.compute_efficiency must be in \(0, 1\]"),
+    (lambda t: t.replace("[cpu]", "[host]"), "missing key cpu; unknown key host"),
+    (lambda t: re.sub(r"\nreserved_gb = .*\n", "\n", t), r"missing key gpu.reserved_gb"),
+    (lambda t: t.replace("\n[ndp]\n", "\n[ndp]\nvoltage = 1.2\n"), r"unknown key ndp.voltage"),
+    (lambda t: t.replace("memory_channels = { value = 8,", 'memory_channels = { value = "8",'),
+     "cpu.memory_channels must be an int"),
+    (lambda t: t.replace("half_efficiency_tokens = { value = 1600.0,", "half_efficiency_tokens = { value = 0.0,"),
+     "gpu.half_efficiency_tokens must be positive"),
+    (lambda t: t.replace("reserved_gb = { value = 32.0,", "reserved_gb = { value = 80.0,"),
+     "leaves no room for experts"),
+    (lambda t: t.replace("dimms_per_channel = { value = 2,", "dimms_per_channel = { value = 1,"),
      r"dimms \(16\) must fill the CPU's channels"),
-    (lambda t: t.replace("memory_gb = 512.0", "memory_gb = 1024.0"), "they are the host memory"),
-    (lambda t: t.replace("[ndp]", "[ndp2]"),
-     "must be exactly gpu, pcie, cpu, ndp; missing ndp; unknown ndp2"),
+    (lambda t: t.replace("memory_gb = { value = 512.0,", "memory_gb = { value = 1024.0,"),
+     "they are the host memory"),
+    (lambda t: t.replace("[ndp]", "[ndp2]"), "missing key ndp; unknown key ndp2"),
+    (lambda t: t.replace("lanes = { value = 16,", "lanes = { value = nan,"), "pcie.lanes is nan"),
+    (lambda t: re.sub(r'(gt_per_s = \{ value = 32.0), source = "[^"]*"', r"\1", t),
+     "pcie.gt_per_s has no source"),
 ])
 def test_bad_hardware_files_are_refused(tmp_path, edit, message):
     text = HARDWARE_TOML.read_text()

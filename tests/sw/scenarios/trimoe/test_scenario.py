@@ -29,7 +29,10 @@ SMALL = dict(hidden=512, layers=4, dense_layers=0, dense_ffn=0, experts=32, top_
 
 
 def _toml(d: dict) -> str:
-    return "\n".join(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}"
+    """``d`` as a model file: strings and booleans bare, numbers with a source."""
+    return "\n".join(f"{k} = " + (str(v).lower() if isinstance(v, bool) else json.dumps(v)
+                                   if isinstance(v, str) else
+                                   f'{{ value = {json.dumps(v)}, source = "test" }}')
                      for k, v in d.items()) + "\n"
 
 
