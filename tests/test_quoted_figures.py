@@ -45,6 +45,12 @@ def _rapid(doc: dict, workload: str, pattern: str, system: str) -> dict:
     return next(s for s in run[0]["systems"] if s["system"] == system)
 
 
+def _figure(doc: dict, key: str) -> float:
+    found = [f for f in doc["figures"] if f["key"] == key]
+    assert len(found) == 1, f"{len(found)} reproduction figures keyed {key!r}"
+    return found[0]["ours"]
+
+
 def _core_mm2(doc: dict, part: str) -> float:
     return sum(row[f"{part}_um2"] for row in doc["core_breakdown"]) / 1e6
 
@@ -125,6 +131,18 @@ QUOTES = [
      lambda d: _rapid(d, "mixed", "bursty", "dynamic")["goodput_rps"], "{:.2f} vs"),
     ("RAPID, mixed bursty goodput, static 4P4D", (MEASURED,), "bench/results/rapid.json",
      lambda d: _rapid(d, "mixed", "bursty", "static-4p4d")["goodput_rps"], "vs {:.2f} requests/s"),
+    ("Hermes reproduction, LLaMA2-70B batch 1 tokens/s", (README,), "bench/results/reproduce/hermes.json",
+     lambda d: _figure(d, "llama2_70b_b1_tokens_per_s"), "{:.1f} tokens/s (published 13.75)"),
+    ("Hermes reproduction, speed-up over Deja Vu", (README,), "bench/results/reproduce/hermes.json",
+     lambda d: _figure(d, "speedup_vs_dejavu_avg"), "{:.1f}x over the Deja Vu-like"),
+    ("TriMoE reproduction, decode speed-up, lowest model", (README,), "bench/results/reproduce/trimoe.json",
+     lambda d: _figure(d, "decode_speedup_min"), "{:.2f}-"),
+    ("TriMoE reproduction, decode speed-up, highest model", (README,), "bench/results/reproduce/trimoe.json",
+     lambda d: _figure(d, "decode_speedup_max"), "-{:.2f}x per model"),
+    ("RAPID reproduction, SLO attainment ratio at peak", (README,), "bench/results/reproduce/rapid.json",
+     lambda d: _figure(d, "slo_attainment_ratio_at_peak"), "{:.2f}x the static 4P4D"),
+    ("RAPID reproduction, QPS/W ratio at peak", (README,), "bench/results/reproduce/rapid.json",
+     lambda d: _figure(d, "qps_per_w_ratio_at_peak"), "QPS/W {:.3f}x"),
     ("area, 256-unit core at 45 nm", (README, MEASURED), "synth/reports/area.json",
      lambda d: _core_mm2(d, "logic") + _core_mm2(d, "sram"), "{:.1f} mm^2 at 45 nm"),
     ("area, bit-serial unit", (README,), "synth/reports/area.json",
