@@ -22,6 +22,8 @@ advances time until every submitted descriptor and host access has completed.
 """
 
 import dataclasses
+import functools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Self
@@ -49,6 +51,10 @@ class CoreConfig:
     DDR4-3200 organisation and timing. The defaults are the SPEC's reference
     point but for the GEMV units (16 here: 256 is a valid value and the SPEC's;
     its Verilator build takes tens of minutes, so it is asked for explicitly).
+
+    A configuration is one the RTL can build, on either backend (the model backend predicts the
+    cycles of that RTL): a value ``NdpCore`` refuses (``n_units=12``: not a power of two;
+    ``act_lanes=8``) is a ``ValueError`` here, naming the parameters and the core's reason.
     """
     n_units: int = 16
     max_batch: int = 16
@@ -74,6 +80,11 @@ class CoreConfig:
                     raise ValueError(f"link must be True or False, got {v!r}")
             elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f.name} must be a positive integer, got {v!r}")
+        refusal = _rtl_refusal(self.dram_config, json.dumps(self.core_params(), sort_keys=True))
+        if refusal:
+            shown = ", ".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                              if getattr(self, f.name) != f.default) or "the default parameters"
+            raise ValueError(f"the RTL cannot build an NDP core with {shown}: {refusal}")
 
     def core_params(self) -> dict[str, int | bool]:
         """Keyword arguments of ``ndp_core_from_config`` (JSON-able, a build-cache key)."""
@@ -90,6 +101,18 @@ class CoreConfig:
         if not self.link:
             del d["link"]
         return d
+
+
+@functools.lru_cache(maxsize=256)
+def _rtl_refusal(dram_config: str | None, params: str) -> str | None:
+    """Why ``NdpCore`` refuses these parameters (a JSON object), or None: the core is made, not
+    elaborated (tens of milliseconds), so its own checks decide."""
+    from ndpdimm.hw.core.ndp_core import silenced_ndp_core
+    try:
+        silenced_ndp_core(dram_config, **json.loads(params))
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ options are made from their configuration dataclasses, whose modules take second
 (torch), and ``ndpdimm --help`` or ``ndpdimm cache --path`` need none of them.
 
 Exit statuses: 0 done; 1 a check failed (the command says which); 2 bad arguments, refused
-before any simulation starts with a one-line reason: argparse's for an unknown option or a bad
-value, ``ndpdimm <command>: error: <reason>`` for a ``ValueError`` the command raises.
+before any simulation starts with a one-line reason: ``ndpdimm <command>: error: <reason>``, for
+an unknown option or a bad value (argparse's reason, without its usage lines: ``--help`` shows
+them) as for a ``ValueError`` the command raises.
 """
 
 import argparse
@@ -23,10 +24,17 @@ from ndpdimm.sw.commands.options import check_timeline
 __all__ = ["build_parser", "main", "console_main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose error is one line, ``<prog>: error: <reason>``, and exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(declare=None) -> argparse.ArgumentParser:
     """The ``ndpdimm`` parser: one sub-parser per command of :data:`COMMANDS`, in its order, with
     its help, and the options of the commands named in ``declare`` (None: of every command)."""
-    parser = argparse.ArgumentParser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
+    parser = _Parser(prog="ndpdimm", description="NDP-DIMM accelerator toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = command(name)

@@ -44,7 +44,7 @@ from ndpdimm.cosim.rtl.build import (
 from ndpdimm.cosim.rtl.core_top import reset_register_wrapper
 from ndpdimm.hw.registers import REGISTERS
 
-__all__ = ["build_harness", "build_record", "check_n_cores", "default_build_root", "harness_header",
+__all__ = ["build_harness", "harness_built", "build_record", "check_n_cores", "default_build_root", "harness_header",
            "harness_ports_header", "link_counter_names", "HARNESS_SOURCES", "HARNESS_TOP", "LIB_NAME",
            "CXX_OPT", "VERILATOR_OPT", "BUILD_ROOT_ENV"]
 
@@ -346,6 +346,23 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n
     return h.hexdigest()[:24]
 
 
+def _built(root: Path, index: Path) -> Path | None:
+    """The library an index entry names, if its build finished; else None."""
+    if index.exists():
+        out_dir = root / json.loads(index.read_text())["dir"]
+        if (out_dir / DONE_MARKER).exists():
+            return out_dir / "obj" / LIB_NAME
+    return None
+
+
+def harness_built(config: CoreConfig, *, build_root: str | os.PathLike | None = None) -> bool:
+    """Whether :func:`build_harness` with its default options would find ``config``'s library
+    in the cache (no elaboration, no build): the source hash and the index only."""
+    root = Path(build_root).resolve() if build_root is not None else default_build_root()
+    index = root / "index" / f"{_source_key(config, False, CXX_OPT, tuple(VERILATOR_OPT), 1)}.json"
+    return _built(root, index) is not None
+
+
 def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX_OPT,
                   extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None,
                   progress: bool = True, n_cores: int = 1) -> Path:
@@ -361,10 +378,9 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
     n_cores = check_n_cores(config, n_cores)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
     index = root / "index" / f"{_source_key(config, waves, cxx_opt, extra_flags, n_cores)}.json"
-    if index.exists():
-        out_dir = root / json.loads(index.read_text())["dir"]
-        if (out_dir / DONE_MARKER).exists():
-            return out_dir / "obj" / LIB_NAME
+    built = _built(root, index)
+    if built is not None:
+        return built
     what = "NdpCore" if n_cores == 1 else f"{n_cores} NdpCores joined by DIMM-Link"
     if progress:
         _log(f"elaborating {what} {json.dumps(config.core_params())}")

@@ -12,7 +12,7 @@
 
 import argparse
 
-from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.arguments import output_folder, positive_int
 
 __all__ = ["HELP", "SUITES", "ALL", "RESULTS", "results_file", "add_arguments", "run"]
 
@@ -137,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dram_trace: host/NDP arbitration policy (default fair)")
     parser.add_argument("--fuzz-count", type=positive_int, default=100_000,
                         help="fuzz: descriptors fuzzed (default 100000)")
-    parser.add_argument("--out-dir", default="bench/results", help="directory of the JSON files")
+    parser.add_argument("--out-dir", default="bench/results", type=output_folder, help="directory of the JSON files")
 
 
 def run(args: argparse.Namespace) -> int:

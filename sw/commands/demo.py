@@ -4,7 +4,7 @@
 
 import argparse
 
-from ndpdimm.cosim.arguments import finite_float, non_negative_int, positive_int
+from ndpdimm.cosim.arguments import finite_float, non_negative_int, output_file, output_folder, positive_int
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-layer", action="store_true",
                         help="run the real-layer demo instead (the options below apply to it)")
     parser.add_argument("--model", default="llama2-70b", help="full-size model of the Hermes demo")
-    parser.add_argument("--out-dir", default="build/demo", help="Hermes demo output folder")
+    parser.add_argument("--out-dir", default="build/demo", type=output_folder, help="Hermes demo output folder")
     parser.add_argument("--rtl-samples", type=non_negative_int, default=6, metavar="N",
                         help="Hermes demo step 3: replay N of a 16-unit run's NDP kernels on the "
                              "RTL (default 6; 0 skips the step)")
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=finite_float, default=0.02,
                         help="a neuron is active if |GELU output| exceeds this for any token "
                              "(default 0.02)")
-    parser.add_argument("--out", default="build/demo/real_layer.json", help="JSON output file")
+    parser.add_argument("--out", default="build/demo/real_layer.json", type=output_file, help="JSON output file")
     parser.add_argument("--engine-only", action="store_true",
                         help="run the GEMV engine alone (weights fed by the bench) instead of the "
                              "datapath that streams them from the DRAM model")

@@ -5,7 +5,7 @@ when every check passed, 1 with the failing check (and its seed)."""
 import argparse
 import sys
 
-from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.arguments import output_file, positive_int
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -20,11 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", type=positive_int, default=4, help="largest batch (default 4)")
     parser.add_argument("--sram-size", type=positive_int, default=16384, help="SRAM bytes (default 16384)")
     parser.add_argument("--sram-banks", type=positive_int, default=4, help="SRAM banks (default 4)")
-    parser.add_argument("--json", default=None, metavar="FILE", help="also write the counts as JSON")
+    parser.add_argument("--json", default=None, metavar="FILE", type=output_file, help="also write the counts as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from tqdm import tqdm
 
@@ -33,8 +32,6 @@ def run(args: argparse.Namespace) -> int:
     from ndpdimm.cosim.rtl.harness import RtlBackend
     config = CoreConfig(n_units=args.units, max_batch=args.max_batch, sram_size=args.sram_size,
                         sram_banks=args.sram_banks)
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise ValueError(f"--json {args.json!r}: its folder does not exist")
     with RtlBackend(config) as backend:
         bar = tqdm(total=args.count, unit="desc", desc=f"fuzz seed {args.seed}")
         try:

@@ -5,10 +5,12 @@ the sweep, the output folder, the timeline and the RTL samples are the command's
 
 import argparse
 
+from ndpdimm.cosim.arguments import output_folder
 from ndpdimm.sw.commands.options import (
     add_config_options,
     add_rtl_samples,
     add_timeline,
+    announce_rtl_build,
     config_from_args,
     rtl_sample_kwargs,
 )
@@ -37,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--values", default=None,
                         help="comma-separated sweep values (default: batch 1..16, dimms 4,8,16, "
                              "units 32..512, hot_share 0..0.3)")
-    parser.add_argument("--out-dir", default="build/hermes",
+    parser.add_argument("--out-dir", default="build/hermes", type=output_folder,
                         help="JSON and plots (default build/hermes)")
     add_timeline(parser, "the Hermes system's decode steps (GPU, PCIe, each DIMM, DIMM-Link)")
 
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if args.sweep is None:
             raise ValueError("--values needs --sweep")
     cfg = config_from_args(HermesConfig, args, FIELDS)
+    announce_rtl_build("hermes", cfg.core(), cfg.backend == "rtl" or args.rtl_samples > 0)
     hermes_command(cfg, out_dir=args.out_dir, sweep=args.sweep, sweep_values=values,
                    trace_file=args.trace, timeline_file=args.timeline, **rtl_sample_kwargs(args))
     return 0

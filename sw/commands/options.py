@@ -30,17 +30,20 @@ option leaves ``None`` is not passed to the configuration, which then takes its 
 Other options that several commands share: ``--timeline FILE`` (:func:`add_timeline`,
 checked before any work by :func:`check_timeline`) and the sampled RTL co-simulation of a
 scenario run (:func:`add_rtl_samples`, ``--rtl-samples``, ``--rtl-seed``, ``--rtl-workers``).
+A run that needs the RTL of a core whose harness is not in the build cache says so before it
+starts, with the build's expected time (:func:`announce_rtl_build`).
 """
 
 import argparse
 import dataclasses
+import sys
 import types
 import typing
 
 from ndpdimm.cosim.arguments import finite_float, non_negative_int, positive_float, positive_int
 
 __all__ = ["add_config_options", "config_from_args", "add_timeline", "check_timeline",
-           "add_rtl_samples", "rtl_sample_kwargs"]
+           "add_rtl_samples", "rtl_sample_kwargs", "announce_rtl_build", "build_time"]
 
 
 def _field_type(cls, field: dataclasses.Field) -> type:
@@ -129,3 +132,30 @@ def rtl_sample_kwargs(args: argparse.Namespace) -> dict:
     """The ``rtl_samples``, ``rtl_seed`` and ``rtl_workers`` of :func:`add_rtl_samples`' options."""
     return {"rtl_samples": args.rtl_samples, "rtl_seed": args.rtl_seed,
             "rtl_workers": args.rtl_workers}
+
+
+def build_time(units: int) -> str:
+    """The expected time of a core's first harness build, as measured on this project's 2-core
+    machines (docs/cosim.md: 12-15 minutes at 256 units; about 2 minutes at 16)."""
+    if units >= 256:
+        return "12-15 minutes or more"
+    if units > 16:
+        return "several minutes"
+    return "a few minutes"
+
+
+def announce_rtl_build(command: str, core, needs_rtl: bool) -> str | None:
+    """If ``needs_rtl`` (``--backend rtl`` or ``--rtl-samples``) and the harness of ``core`` (a
+    :class:`~ndpdimm.cosim.backend.CoreConfig`) is not in the build cache, print on stderr,
+    before the run starts, that it is built first and how long that takes; returns the line."""
+    if not needs_rtl:
+        return None
+    from ndpdimm.cosim.rtl.harness_build import default_build_root, harness_built
+    if harness_built(core):
+        return None
+    line = (f"ndpdimm {command}: note: the RTL of this core ({core.n_units} GEMV units, "
+            f"{core.act_lanes} activation lanes) is not built yet: the run first builds its "
+            f"Verilated harness, {build_time(core.n_units)}, kept in {default_build_root()} "
+            "for later runs")
+    print(line, file=sys.stderr, flush=True)
+    return line

@@ -5,10 +5,12 @@ options made from the fields of :class:`~ndpdimm.sw.scenarios.rapid.config.Rapid
 
 import argparse
 
+from ndpdimm.cosim.arguments import output_folder
 from ndpdimm.sw.commands.options import (
     add_config_options,
     add_rtl_samples,
     add_timeline,
+    announce_rtl_build,
     config_from_args,
     rtl_sample_kwargs,
 )
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_options(parser, RapidConfig, _MIDDLE)
     add_rtl_samples(parser)
     add_config_options(parser, RapidConfig, _TAIL)
-    parser.add_argument("--out-dir", default="build/rapid", help="JSON and plots (default build/rapid)")
+    parser.add_argument("--out-dir", default="build/rapid", type=output_folder, help="JSON and plots (default build/rapid)")
     add_timeline(parser, "one system's run (per GPU: batches, KV transfers, role switches; "
                          "counters: power caps, queue depths)")
     parser.add_argument("--timeline-system", default=None, metavar="NAME",
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--rate-scale applies to generated traces, not to --trace "
                          f"{args.trace!r} (it is replayed as recorded)")
     cfg = config_from_args(RapidConfig, args, FIELDS)
+    announce_rtl_build("rapid", cfg.core(), cfg.ndp and (cfg.backend == "rtl" or args.rtl_samples > 0))
     rapid_command(cfg, out_dir=args.out_dir, save_trace=args.save_trace,
                   timeline_file=args.timeline, timeline_system=args.timeline_system,
                   **rtl_sample_kwargs(args))

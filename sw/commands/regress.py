@@ -4,7 +4,7 @@ if a test failed."""
 
 import argparse
 
-from ndpdimm.cosim.arguments import positive_float, positive_int
+from ndpdimm.cosim.arguments import output_folder, positive_float, positive_int
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pytest -m expression restricting the tests")
     parser.add_argument("--timeout", type=positive_float, default=None,
                         help="seconds per shard before it counts as failed")
-    parser.add_argument("--out-dir", default="build/regress",
+    parser.add_argument("--out-dir", default="build/regress", type=output_folder,
                         help="report.json and report.md (default build/regress)")
 
 

@@ -4,6 +4,8 @@ ones with ratios, explanations and sensitivity (``sw/reproduce/``); PAPER is a k
 
 import argparse
 
+from ndpdimm.cosim.arguments import output_folder
+
 __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = ("run a paper's evaluation set-up and print our figures beside the published ones (ratio, "
@@ -14,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ndpdimm.sw.reproduce import PAPERS
     parser.add_argument("paper", choices=(*PAPERS, "all"),
                         help="hermes, trimoe, rapid, or all three in turn")
-    parser.add_argument("--out", "--out-dir", dest="out", default="build/reproduce", metavar="DIR",
+    parser.add_argument("--out", "--out-dir", dest="out", default="build/reproduce", type=output_folder, metavar="DIR",
                         help="folder of <paper>.json, .md and the plots (default build/reproduce)")
     parser.add_argument("--reduced", action="store_true",
                         help="a small model and short run (for tests): still a complete table and plots")

@@ -4,8 +4,8 @@ against the golden model; exit status 1 if a step is not bit-exact."""
 
 import argparse
 
-from ndpdimm.cosim.arguments import positive_int
-from ndpdimm.sw.commands.options import add_timeline
+from ndpdimm.cosim.arguments import output_file, positive_int
+from ndpdimm.sw.commands.options import add_timeline, announce_rtl_build
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -25,14 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-layer", type=int, default=3, help="transformer layer 0..5 (default 3)")
     parser.add_argument("--head", type=int, default=0, help="attention head 0..11 (default 0)")
     parser.add_argument("--sentence", default=None, help="input sentence")
-    parser.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--json", default=None, metavar="FILE", type=output_file, help="also write the results as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_timeline(parser, "every descriptor's start and end cycle per engine")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ndpdimm.cosim.backend import CoreConfig
     from ndpdimm.sw.layer.model import DEFAULT_SENTENCE
     from ndpdimm.sw.layer.run import run_layer
+    announce_rtl_build("run-layer", CoreConfig(n_units=args.units), args.backend == "rtl")
     result = run_layer(backend=args.backend, layer=args.layer, units=args.units, batch=args.batch,
                        model_layer=args.model_layer, head=args.head,
                        sentence=args.sentence or DEFAULT_SENTENCE, json_out=args.json,

@@ -4,7 +4,7 @@ exit status 1 if a point failed."""
 
 import argparse
 
-from ndpdimm.cosim.arguments import positive_int
+from ndpdimm.cosim.arguments import output_folder, positive_int
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="recompute every point (results are still written to the cache)")
     parser.add_argument("--cache-dir", default="build/sweeps/cache",
                         help="point cache (default build/sweeps/cache)")
-    parser.add_argument("--out-dir", default=None,
+    parser.add_argument("--out-dir", default=None, type=output_folder,
                         help="results table, summary and plot (default build/sweeps/<name>)")
     parser.add_argument("--list-jobs", action="store_true", help="list the jobs and their parameters")
 

@@ -6,10 +6,12 @@ options made from the fields of :class:`~ndpdimm.sw.scenarios.trimoe.config.TriM
 
 import argparse
 
+from ndpdimm.cosim.arguments import output_folder
 from ndpdimm.sw.commands.options import (
     add_config_options,
     add_rtl_samples,
     add_timeline,
+    announce_rtl_build,
     config_from_args,
     rtl_sample_kwargs,
 )
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="run the reduced MoE with every NDP expert executed on --backend and "
                              "checked against the golden model and torch")
-    parser.add_argument("--out-dir", default="build/trimoe",
+    parser.add_argument("--out-dir", default="build/trimoe", type=output_folder,
                         help="JSON and plots (default build/trimoe)")
     add_timeline(parser, "every system's schedule per step and MoE layer (GPU, CPU, each DIMM, "
                          "PCIe, DIMM-Link)")
@@ -51,5 +53,6 @@ def run(args: argparse.Namespace) -> int:
     from ndpdimm.sw.scenarios.trimoe.config import TriMoeConfig
     from ndpdimm.sw.scenarios.trimoe.report import trimoe_command
     cfg = config_from_args(TriMoeConfig, args, FIELDS)
+    announce_rtl_build("trimoe", cfg.core(), cfg.backend == "rtl" or args.rtl_samples > 0)
     trimoe_command(cfg, out_dir=args.out_dir, timeline_file=args.timeline, **rtl_sample_kwargs(args))
     return 0

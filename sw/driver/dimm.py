@@ -74,7 +74,8 @@ from ndpdimm.sw.driver.kernels import Kernels
 from ndpdimm.sw.driver.measure import Measurement, MeasureScope, RunStats, StatsScope
 from ndpdimm.sw.driver.timeline import descriptor_timeline
 
-__all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "Measurement", "make_backend"]
+__all__ = ["Dimm", "Descriptor", "RunStats", "CoreStatus", "Measurement", "make_backend",
+           "cycles_source"]
 
 ID_BITS = 12
 
@@ -131,6 +132,17 @@ def make_backend(backend: str | Backend, config: CoreConfig | None = None, **kwa
         from ndpdimm.cosim.rtl.harness import RtlBackend
         return RtlBackend(config, **kwargs)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)} or a Backend, got {backend!r}")
+
+
+def cycles_source(backend: str, config: CoreConfig) -> tuple[str, bool | None]:
+    """``(words, calibrated)``: where the cycles of ``backend`` with ``config`` come from, for a
+    table's header and a result's provenance. ``calibrated``: None on the RTL (its own cycles);
+    on the model, whether ``config`` has its own calibration file (without one the model runs
+    with the default core's parameters, and the words say ``UNCALIBRATED``)."""
+    if backend == "rtl":
+        return "Verilated RTL cycles", None
+    from ndpdimm.cosim.model.perf import calibration_words
+    return calibration_words(config)
 
 
 class Dimm(Kernels):

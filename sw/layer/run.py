@@ -37,7 +37,7 @@ from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.cosim.timeline import check_timeline_path
 from ndpdimm.hw.activation.unit import ActFmt, ActOp
 from ndpdimm.hw.formats import Dtype
-from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.dimm import Dimm, cycles_source
 from ndpdimm.sw.layer.model import DEFAULT_SENTENCE, forward_with_hook, load_mlp_layer, load_model
 from ndpdimm.sw.result_files import write_json
 
@@ -243,13 +243,15 @@ def run_layer(backend="model", layer="mlp", units=16, batch=2, model_layer=3, he
         if timeline is not None:
             log(f"wrote {dimm.write_timeline(timeline)}")
         perf_source = dimm.timing_source
+    words, calibrated = cycles_source(backend, config)
     rows = steps.rows
     ok = all(r["bit_exact"] for r in rows)
     total = sum(r["elapsed_cycles"] for r in rows)
     result = {
         "layer": layer, "backend": backend, **info,
         "source_of_cycles": ("RTL simulation (Verilated NdpCore, C++ DRAM model)" if backend == "rtl"
-                             else f"performance model ({perf_source})"),
+                             else f"{words} ({perf_source})"),
+        "ndp_calibrated": calibrated,
         "config": config.as_dict(), "batch": batch, "bit_exact_vs_golden": ok,
         "total_elapsed_cycles": total, "steps": rows, "counters_at_end": counters,
         "wall_seconds": round(time.monotonic() - t0, 2),

@@ -48,7 +48,8 @@ MAX_UNITS = 4096
 class CoreChoice:
     """The NDP core of a run: ``backend`` (``model``: the calibrated performance model; ``rtl``:
     the Verilated core), ``units`` (GEMV multiplier units) and ``act_lanes`` (activation-unit
-    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it.
+    lanes). ``act_lanes`` None: ``min(units, 256)``. A bad value raises ``ValueError`` naming it,
+    and so does a core the RTL cannot build (``units=12``: not a power of two), on either backend.
     Each field's ``metadata`` is what its command-line option needs (``sw/commands/options.py``)."""
     backend: str = dataclasses.field(default="model", metadata={
         "choices": BACKENDS,
@@ -69,6 +70,7 @@ class CoreChoice:
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_UNITS:
                 extra = " or None" if optional else ""
                 raise ValueError(f"{name} must be an int in [1, {MAX_UNITS}]{extra}, got {v!r}")
+        self.core()          # a core the RTL cannot build is refused here (CoreConfig's check)
 
     @classmethod
     def _default(cls, name: str):

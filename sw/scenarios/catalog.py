@@ -38,7 +38,7 @@ from ndpdimm.hw.config_file import ConfigError
 
 __all__ = ["CatalogError", "ModelShape", "Gpu", "Pcie",
            "load_model", "list_models", "PARAM_TOLERANCE",
-           "CONFIG_DIR", "is_hf_config", "HfConfig", "read_hf_config", "with_implied_params",
+           "CONFIG_DIR", "is_hf_config", "check_not_bare_folder", "HfConfig", "read_hf_config", "with_implied_params",
            "model_from_hf_config", "available_names", "catalog_path", "load_catalog",
            "check_numbers", "check_params"]
 
@@ -188,6 +188,7 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
     (``models``: Hermes; ``serving_models``: RAPID)."""
     if is_hf_config(name_or_path):
         return model_from_hf_config(name_or_path)
+    check_not_bare_folder(name_or_path, folder, "model")
     m = load_catalog(folder, name_or_path, ModelShape, what="model")
     path = catalog_path(folder, name_or_path, what="model")
     if m.mlp not in _MLP_KINDS:
@@ -199,6 +200,17 @@ def load_model(name_or_path, folder: str = "models") -> ModelShape:
                            f"and heads of kv_heads ({m.kv_heads})")
     check_params(path, m.params, m.nominal_params_b)
     return m
+
+
+def check_not_bare_folder(name_or_path, kind: str, what: str) -> None:
+    """:class:`CatalogError` for a folder given as a model without the ``config.json`` that
+    would make it a Hugging Face model folder (call after :func:`is_hf_config` said no)."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        raise CatalogError(f"{what} {str(name_or_path)!r} is a folder without a config.json: give "
+                           f"a Hugging Face model folder (holding its config.json), a config.json, "
+                           f"a .toml file or a built-in name "
+                           f"({', '.join(available_names(kind))})")
 
 
 def is_hf_config(name_or_path) -> bool:

@@ -56,6 +56,7 @@ from ndpdimm.cosim.model.perf.params import (
     UncalibratedError,
     UncalibratedWarning,
     calibration_path,
+    calibration_words,
     config_key,
     load_calibration,
 )
@@ -64,6 +65,7 @@ from ndpdimm.cosim.model.perf.rows import RowOpenings
 from ndpdimm.cosim.model.perf.structure import CoreStructure
 
 __all__ = ["PerfParams", "PerfModel", "GemvShape", "gemv_shape", "config_key", "calibration_path",
+           "calibration_words",
            "CALIBRATION_DIR", "DEFAULT_CONFIG", "UncalibratedWarning", "UncalibratedError",
            "COUNTER_NAMES", "FITTED", "DRAM_FITTED", "act_op_codes", "RefreshDebt", "Timing",
            "POLICY_NAMES", "load_calibration", "PARAMETER_GROUPS", "Cost", "DramUse", "Regime",

@@ -17,7 +17,7 @@ from pathlib import Path
 from ndpdimm.cosim.backend import CoreConfig
 
 __all__ = ["PerfParams", "PARAMETER_GROUPS", "FITTED", "DRAM_FITTED", "CALIBRATION_DIR",
-           "DEFAULT_CONFIG", "config_key", "calibration_path", "load_calibration",
+           "DEFAULT_CONFIG", "config_key", "calibration_path", "calibration_words", "load_calibration",
            "UncalibratedWarning", "UncalibratedError"]
 
 #: Where calibrated parameter files live (one JSON file per configuration).
@@ -197,6 +197,16 @@ def config_key(config: CoreConfig) -> str:
 
 def calibration_path(config: CoreConfig) -> Path:
     return CALIBRATION_DIR / f"{config_key(config)}.json"
+
+
+def calibration_words(config: CoreConfig) -> tuple[str, bool]:
+    """``(words, calibrated)`` for a table's header and a result's provenance: whether
+    ``config`` has its own calibration file, as ``PerfModel.for_config`` decides; without one the
+    model runs with the parameters calibrated on ``DEFAULT_CONFIG`` and the words say so."""
+    if calibration_path(config).exists():
+        return "calibrated performance model", True
+    return (f"UNCALIBRATED performance model: no calibration of this core ({config_key(config)}), "
+            f"the parameters calibrated on {config_key(DEFAULT_CONFIG)}", False)
 
 
 def load_calibration(path) -> tuple[PerfParams, dict]:

@@ -64,7 +64,7 @@ import torch
 from ndpdimm.cosim.golden import numerics as golden
 from ndpdimm.hw.activation.unit import ActOp
 from ndpdimm.hw.formats import Dtype
-from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.dimm import Dimm, cycles_source
 
 # the golden chain of the activation unit, shared with ``run-layer``
 from ndpdimm.sw.layer.run import golden_elementwise, golden_softmax
@@ -420,14 +420,14 @@ def run_hermes_decode(backend="model", batch: int = 2, n_dimms: int = 2, prompt_
         with HermesNdp(model, [dimm] * n_dimms, placement) as ndp:
             res = ndp.decode_step(cache, x, oracle_prediction(model, cache, x))
         cfg = dimm.config.as_dict()
+        source, calibrated = cycles_source(backend, dimm.config)
     log(f"[hermes-decode] {model.layers} layers, hidden {model.hidden}, {model.heads} heads, ffn "
         f"{model.ffn}; batch {batch}, KV cache {prompt_tokens} + 1 tokens, {n_dimms} DIMMs on the "
         f"{backend} backend")
     log(res.table())
     doc = {"model": {"hidden": model.hidden, "heads": model.heads, "ffn": model.ffn,
                      "layers": model.layers, "seed": seed}, "prompt_tokens": prompt_tokens,
-           "config": cfg, "source_of_cycles": ("RTL simulation (Verilated NdpCore)" if backend == "rtl"
-                                               else "calibrated performance model"),
+           "config": cfg, "source_of_cycles": source, "ndp_calibrated": calibrated,
            **res.as_dict()}
     if json_out:
         path = write_json(doc, json_out)

@@ -45,7 +45,7 @@ import numpy as np
 from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.cosim.provenance import without
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
-from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.driver.dimm import Dimm, cycles_source
 from ndpdimm.sw.scenarios.base import Result, RunContext, quiet
 from ndpdimm.sw.scenarios.catalog import ModelShape, load_model
 from ndpdimm.sw.scenarios.energy import (
@@ -250,6 +250,30 @@ class _Offline:
     part: object                           # partition.Partition of the Hermes system
 
 
+def check_setup(cfg: HermesConfig, model: ModelShape, hw, dimms: int, sh: RunShape) -> None:
+    """Refuse, before any work, a run no system of the set-up can make: a context (prompt and
+    decode tokens) beyond the model's positions, or weights and KV cache larger than where a
+    system keeps them: the offloading baselines in GPU and host memory, the NDP systems in GPU
+    memory and the DIMMs (cold neurons in ``cold_dtype``). ``ValueError`` with the sizes."""
+    context = cfg.prompt + cfg.tokens
+    if context > model.max_positions:
+        raise ValueError(f"{model.name}: prompt {cfg.prompt} + {cfg.tokens} decode tokens = "
+                         f"{context} positions, the model has {model.max_positions}")
+    gpu = (hw.gpu.memory_gb - cfg.gpu_reserve_gb) * 1e9
+    kv = sh.kv_bytes(context)
+    dense = sh.L * (sh.qkv_bytes + sh.o_bytes) + sh.head_bytes
+    stores = (("the offloading baselines", "GPU + host memory", gpu + hw.host.memory_gb * 1e9,
+               dense + sh.L * sh.F * sh.neuron_bytes + kv),
+              ("the NDP systems", f"GPU + {dimms} DIMMs", gpu + dimms * hw.ndp.capacity_gb * 2 ** 30,
+               dense + sh.L * sh.F * sh.cold_neuron_bytes + kv))
+    for who, where, room, need in stores:
+        if need > room:
+            raise ValueError(f"{model.name}: {need / 1e9:.1f} GB of weights and KV cache (batch "
+                             f"{cfg.batch}, {context} positions) do not fit {who}' "
+                             f"{where} ({room / 1e9:.1f} GB): give a --hardware file with more "
+                             f"memory, or more --dimms")
+
+
 def _offline(cfg: HermesConfig, log, workload, costs, trace, core, recall_thresholds) -> _Offline:
     """The workload and kernel costs (made here unless given) and the ILP's placement."""
     thresholds = list(recall_thresholds)
@@ -260,6 +284,7 @@ def _offline(cfg: HermesConfig, log, workload, costs, trace, core, recall_thresh
     model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
     sh = RunShape(model, cfg.batch, cfg.cold_dtype)
+    check_setup(cfg, model, hw, dimms, sh)
     if workload is None:
         log(f"[hermes] {model.name}: traces ({cfg.sample_layers} sample layers x {model.ffn} "
             f"neurons, batch {cfg.batch}) and predictor ...")
@@ -492,10 +517,12 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
                    "note": "every NDP-core kernel the Hermes system's decode charged "
                            "(DIMM-Link merges excepted), cycles as charged"}
     rtl_samples = ctx.rtl_check(costs.core)
+    ndp_words, ndp_calibrated = cycles_source(costs.backend, costs.core)
     return HermesResult(
         config=cfg, model=model, hardware=hw.name, dimms=dimms,
-        provenance={"ndp": f"{costs.backend} backend ({'Verilated RTL cycles' if costs.backend == 'rtl' else 'calibrated performance model'}), "
-                           f"core {costs.core.n_units} units; merges: DIMM-Link model",
+        provenance={"ndp": f"{costs.backend} backend ({ndp_words}), core {costs.core.n_units} "
+                           "units; merges: DIMM-Link model",
+                    "ndp_calibrated": ndp_calibrated,
                     "gpu": "roofline model (sw/scenarios/gpu.py) with the hardware file's factors",
                     "pcie_cpu": "hardware file figures (sw/configs/hardware)",
                     "energy_price": "sw/configs/energy/hermes_energy.toml",

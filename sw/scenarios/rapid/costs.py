@@ -138,6 +138,17 @@ class ServingPerf:
         io = batch * 2 * m.hidden * _ELEM / (t.gpu_link_gb_s * 1e9)
         return cycles / (dimms * NDP_CLOCK_HZ) + m.layers * (t.per_layer_overhead_s + io)
 
+    def check_fits(self) -> None:
+        """``ValueError`` with the sizes if the model's weights do not fit one GPU (every worker
+        holds the whole model in its HBM, less the ``kv_reserve`` share kept for activations)."""
+        g = self.node.gpu
+        room = g.hbm_gb * 1e9 * (1 - g.kv_reserve)
+        if self.weight_bytes >= room:
+            raise ValueError(f"{self.model.name}: {self.weight_bytes / 1e9:.1f} GB of weights do "
+                             f"not fit one GPU of {self.node.name} ({g.hbm_gb:g} GB HBM, "
+                             f"{room / 1e9:.1f} GB of it for weights and KV cache): every worker "
+                             "holds the whole model")
+
     def kv_capacity_bytes(self, decode_gpus: int = 1) -> float:
         g = self.node.gpu
         if self.ndp is None:

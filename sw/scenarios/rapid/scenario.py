@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from ndpdimm.cosim.provenance import without
+from ndpdimm.sw.driver.dimm import cycles_source
 from ndpdimm.sw.scenarios.base import Result, RunContext
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.energy import load_energy
@@ -256,12 +257,13 @@ def run(cfg: RapidConfig | None = None, ctx: RunContext | None = None, *,
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
     if cfg.ndp_dimms is not None:
         node = dataclasses.replace(node, ndp=dataclasses.replace(node.ndp, dimms=cfg.ndp_dimms))
+    gpu_perf = ServingPerf(model, node)
+    gpu_perf.check_fits()
     energy = load_energy()
     trace = make_trace(cfg, cfg.pattern)
     if len(trace) == 0:
         raise ValueError("the trace has no requests: raise duration_s or rate_scale")
     duration = max(trace.duration_s, cfg.duration_s if cfg.trace is None else 0.0) or 1.0
-    gpu_perf = ServingPerf(model, node)
     log(f"[rapid] {model.name} on {node.name}: {len(trace)} requests ({trace.name}, "
         f"{duration:.0f} s), KV path {cfg.kv_path}")
     slo_ttft = cfg.ttft_slo_s
@@ -314,6 +316,8 @@ def run(cfg: RapidConfig | None = None, ctx: RunContext | None = None, *,
                                "context, cycles as charged (the line is linear in the "
                                "context, so the total is exact)"}
     rtl_samples = ctx.rtl_check(cfg.core())
+    ndp_words, ndp_calibrated = cycles_source(attention.backend, cfg.core()) if attention \
+        else (None, None)
     return RapidResult(
         scenario="rapid", config=cfg, model=model, node=node.name,
         trace={"name": trace.name, "requests": len(trace), "duration_s": duration,
@@ -324,11 +328,11 @@ def run(cfg: RapidConfig | None = None, ctx: RunContext | None = None, *,
         provenance={
             "gpu": "documented roofline and power-curve models (sw/scenarios/rapid/costs.py) with the "
                    f"numbers of sw/configs/rapid/{node.name}.toml",
-            "ndp_attention": (f"{attention.backend} backend ("
-                              f"{'Verilated RTL cycles' if attention.backend == 'rtl' else 'calibrated performance model'}, "
+            "ndp_attention": (f"{attention.backend} backend ({ndp_words}, "
                               f"{attention.units} units): {attention.fixed_cycles:.0f} + "
                               f"{attention.slope_cycles:.2f} x context cycles per sequence, K/V "
                               f"head and layer") if attention else None,
+            "ndp_calibrated": ndp_calibrated,
             "ndp_power": "sw/configs/energy/hermes_energy.toml" if attention else None,
             "ndp_reserved_w": ndp_perf.ndp_reserved_w if ndp_perf else 0.0},
         wall_s=time.perf_counter() - t_start, ndp_kernels=ndp_kernels, rtl_samples=rtl_samples)

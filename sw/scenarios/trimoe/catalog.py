@@ -34,6 +34,7 @@ from ndpdimm.sw.scenarios.catalog import (
     Pcie,
     available_names,
     catalog_path,
+    check_not_bare_folder,
     check_params,
     is_hf_config,
     load_catalog,
@@ -177,6 +178,7 @@ def load_moe_model(name_or_path) -> MoeShape:
     """An MoE model's shapes (built-in name or TOML path); :class:`CatalogError` on a bad file."""
     if is_hf_config(name_or_path):
         return moe_model_from_hf_config(name_or_path)
+    check_not_bare_folder(name_or_path, _MODELS, "MoE model")
     m = load_catalog(_MODELS, name_or_path, MoeShape, what="MoE model",
                      may_be_zero=("dense_layers", "dense_ffn", "shared_experts"))
     path = catalog_path(_MODELS, name_or_path, what="MoE model")

@@ -152,7 +152,6 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timelin
             done[system] = step
             log(f"  {system}: step {step}/{steps}")
 
-    log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
     ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
                      rtl_workers=rtl_workers)
     r = run(cfg, ctx, progress=progress)

@@ -12,10 +12,11 @@ import dataclasses
 import time
 import warnings
 
+from ndpdimm.sw.driver.dimm import cycles_source
 from ndpdimm.sw.scenarios.base import Result, RunContext, cost_dimm
 from ndpdimm.sw.scenarios.trimoe.catalog import load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.config import SYSTEMS, TriMoeConfig
-from ndpdimm.sw.scenarios.trimoe.costs import DomainCosts, measure_domain_costs
+from ndpdimm.sw.scenarios.trimoe.costs import ELEM, DomainCosts, measure_domain_costs
 from ndpdimm.sw.scenarios.trimoe.simulate import SystemResult, simulate
 from ndpdimm.sw.scenarios.trimoe.workload import make_traces
 
@@ -43,6 +44,19 @@ class TriMoeResult(Result):
     rtl_samples: dict | None = None
 
 
+def check_setup(model, hw) -> None:
+    """Refuse, before any work, a model whose routed experts do not fit the DIMMs that hold them
+    (the CPU's memory is the NDP-DIMMs; the GPU caches some): ``ValueError`` with the sizes."""
+    need = model.moe_layers * model.experts * model.expert_bytes(ELEM)
+    room = hw.ndp.dimms * hw.ndp.capacity_gb * 1e9
+    if need > room:
+        raise ValueError(f"{model.name}: its routed experts ({model.moe_layers} MoE layers x "
+                         f"{model.experts} x {model.expert_bytes(ELEM) / 1e6:.1f} MB = "
+                         f"{need / 1e9:.1f} GB) do not fit the {hw.ndp.dimms} NDP-DIMMs of "
+                         f"{hw.name} ({room / 1e9:.1f} GB): give a --hardware file with more or "
+                         "larger DIMMs")
+
+
 def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
         costs: DomainCosts | None = None, progress=None) -> TriMoeResult:
     """The whole comparison (see the module docstring) of ``cfg`` (default
@@ -58,12 +72,14 @@ def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
     t0 = time.perf_counter()
     model = load_moe_model(cfg.model)
     hw = load_trimoe_hardware(cfg.hardware)
+    check_setup(model, hw)
     profile, run_loads, meta = make_traces(cfg, model)
     core = cfg.core()
     t_cost = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if costs is None:
+            ctx.log(f"measuring NDP expert and DIMM-Link costs on the {cfg.backend} backend ...")
             with cost_dimm(cfg.backend, core) as dimm:
                 costs = measure_domain_costs(model, hw, dimm, seed=cfg.seed, link_ber=cfg.link_ber)
     t_cost = time.perf_counter() - t_cost
@@ -99,6 +115,7 @@ def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
             base.moe_layer_latency_ms / r.moe_layer_latency_ms
             if base and r.moe_layer_latency_ms else None))
         for name, r in summaries.items()}
+    ndp_words, ndp_calibrated = cycles_source(costs.ndp_cost.backend, core)
     return TriMoeResult(
         config=cfg, model=model, hardware=hw,
         trace={"meta": meta, "profile_steps": int(profile.shape[0]),
@@ -106,8 +123,10 @@ def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
                "mean_tokens_per_active_expert": float(run_loads[run_loads > 0].mean()),
                "active_experts_per_layer": float((run_loads > 0).sum(axis=2).mean())},
         provenance={
-            "ndp_expert": f"{costs.ndp_cost.backend} backend, NdpCore {core.n_units} units, "
-                          f"{core.act_lanes} activation lanes (driver API, sw/kernels/expert.py)",
+            "ndp_expert": f"{costs.ndp_cost.backend} backend ({ndp_words}), NdpCore "
+                          f"{core.n_units} units, {core.act_lanes} activation lanes (driver API, "
+                          "sw/kernels/expert.py)",
+            "ndp_calibrated": ndp_calibrated,
             "dimm_link": None if costs.link is None else
             f"{costs.link.backend}, bit-error rate {costs.link.ber:g}",
             "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "

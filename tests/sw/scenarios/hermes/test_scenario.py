@@ -50,7 +50,9 @@ def test_every_system_and_ablation_is_reported_consistently(result):
         assert s["tokens_per_joule"] == pytest.approx(1 / e["total"])
         assert s["price_usd"]["total"] > 0
         assert 0 <= s["pcie_time_share"] <= 1
-    assert result.as_dict()["provenance"]["ndp"].startswith("model backend")
+    assert result.as_dict()["provenance"]["ndp"].startswith(
+        "model backend (calibrated performance model), core 256 units")
+    assert result.as_dict()["provenance"]["ndp_calibrated"] is True
     assert result.as_dict()["costs"]["backend"] == "model"
 
 

@@ -371,13 +371,15 @@ def test_run_rapid_compares_every_system_on_one_trace():
         assert s["qps_per_w"] > 0 and math.isfinite(s["ttft_s"]["p99"])
     ndp = [s for s in r["systems"] if s["ndp_tier"]]
     assert ndp and all(s["checks"]["ndp_reserved_w"] > 0 for s in ndp)
-    assert "model backend" in r["provenance"]["ndp_attention"]
+    assert "model backend (calibrated performance model, 256 units)" in r["provenance"]["ndp_attention"]
+    assert r["provenance"]["ndp_calibrated"] is True
 
 
 def test_ndp_tier_timing_comes_from_the_rtl_backend_when_asked():
     cfg = RapidConfig(duration_s=10.0, mode="static", backend="rtl", ttft_slo_s=1.0)
     r = run_rapid(cfg)
     assert "rtl backend (Verilated RTL cycles, 16 units)" in r["provenance"]["ndp_attention"]
+    assert r["provenance"]["ndp_calibrated"] is None           # the RTL's own cycles
     assert [s["system"] for s in r["systems"]][-1] == "static-4p4d+ndp"
 
 

@@ -95,7 +95,9 @@ def test_execution_counts_match_the_trace(small_model, small_costs, small_run):
 
 def test_provenance_and_predictor(small_run):
     r = small_run
-    assert r.as_dict()["provenance"]["ndp_expert"].startswith("model backend, NdpCore 16 units")
+    assert r.as_dict()["provenance"]["ndp_expert"].startswith(
+        "model backend (calibrated performance model), NdpCore 16 units")
+    assert r.as_dict()["provenance"]["ndp_calibrated"] is True
     p = r.as_dict()["systems"]["trimoe"]["predictor"]
     assert 0 <= p["load_accuracy"] <= 1 and p["state_bytes_full_model"] == 4 * 32 * 4
     assert "TriMoE (GPU + CPU + NDP)" in format_report(r)
