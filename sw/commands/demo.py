@@ -16,7 +16,10 @@ HELP = ("the Hermes scenario end to end: a reduced model's decode with its NDP k
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-layer", action="store_true",
                         help="run the real-layer demo instead (the options below apply to it)")
-    parser.add_argument("--model", default="llama2-70b", help="full-size model of the Hermes demo")
+    from ndpdimm.sw.scenarios.catalog import available_names
+    parser.add_argument("--model", default="llama2-70b",
+                        help="full-size model of the Hermes demo: a built-in model or a TOML file "
+                             f"(default llama2-70b); built in: {', '.join(available_names('models'))}")
     parser.add_argument("--out-dir", default="build/demo", type=output_folder, help="Hermes demo output folder")
     parser.add_argument("--rtl-samples", type=non_negative_int, default=6, metavar="N",
                         help="Hermes demo step 3: replay N of a 16-unit run's NDP kernels on the "

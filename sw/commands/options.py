@@ -18,6 +18,8 @@ metadata keys (all optional):
   refuses NaN and infinity (``finite_float``);
 * ``const``: the option is a flag that sets the field to this value (``--cold-int8`` sets
   ``cold_dtype`` to ``"int8"``);
+* ``builtins``: the folder of ``sw/configs/`` whose files the value may name: the help lists
+  the built-in names (an installed user has no source tree to look in);
 * ``option_default``: the option's default when it is not the field's: ``None`` is "not given",
   the configuration then keeps its field's default (RAPID's ``--rate-scale``, which ``--trace``
   refuses only when it is given).
@@ -67,6 +69,9 @@ def add_config_options(parser: argparse.ArgumentParser, cls, names) -> None:
         kind = _field_type(cls, f)
         default = meta.get("option_default", f.default)
         kw = {"dest": name, "help": meta.get("help")}
+        if "builtins" in meta:
+            from ndpdimm.sw.scenarios.catalog import available_names
+            kw["help"] += f"; built in: {', '.join(available_names(meta['builtins']))}"
         if "const" in meta:
             kw.update(action="store_const", const=meta["const"], default=default)
             option = meta["option"]

@@ -161,3 +161,22 @@ def test_a_bad_option_value_exits_2_naming_the_option(argv, message, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err == f"ndpdimm {argv[0]}: error: {message} (see ndpdimm {argv[0]} --help)\n"
+
+
+@pytest.mark.parametrize("command, option, kind", [
+    ("hermes", "--model", "models"), ("hermes", "--hardware", "hardware"),
+    ("trimoe", "--model", "moe_models"), ("trimoe", "--hardware", "trimoe_hardware"),
+    ("rapid", "--model", "serving_models"), ("rapid", "--node", "rapid"),
+    ("rapid", "--workload", "rapid_workloads"), ("demo", "--model", "models")])
+def test_help_lists_the_built_in_names_not_a_source_path(command, option, kind, capsys):
+    """An installed user has no ``sw/configs/`` to look in: ``--help`` names every built-in
+    file of the catalogue an option reads."""
+    from ndpdimm.sw.scenarios.catalog import available_names
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())           # argparse wraps the help
+    assert "sw/configs" not in text
+    start = text.index(f"{option} {option[2:].upper()} ")
+    entry = text[start:text.index(" --", start + len(option))]
+    names = available_names(kind)
+    assert names and f"built in: {', '.join(names)}" in entry

@@ -33,10 +33,11 @@ class HermesConfig(CoreChoice):
     ``metadata`` of a field is what its ``ndpdimm hermes`` option needs (help, ...;
     ``sw/commands/options.py``); ``sw/commands/hermes.py`` names the fields that are options."""
     model: str = dataclasses.field(default="llama2-70b", metadata={
-        "help": "model name from sw/configs/models, a TOML file, or a Hugging Face config.json (or "
-                "its folder: OPT, LLaMA, Mistral, Falcon) (default llama2-70b)"})
+        "builtins": "models",
+        "help": "a built-in model, a TOML file, or a Hugging Face config.json (or its folder: OPT, "
+                "LLaMA, Mistral, Falcon) (default llama2-70b)"})
     hardware: str = dataclasses.field(default="hermes", metadata={
-        "help": "hardware name or TOML file (default hermes)"})
+        "builtins": "hardware", "help": "built-in hardware or a TOML file (default hermes)"})
     batch: int = dataclasses.field(default=1, metadata={
         "positive": True, "help": "sequences per decode step, 1..16"})
     dimms: int | None = dataclasses.field(default=None, metadata={      # None: the hardware file's

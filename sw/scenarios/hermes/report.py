@@ -25,11 +25,13 @@ from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import load_model
+from ndpdimm.sw.scenarios.figures import backend_words, distinct_curves, label_bars, run_title
 from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, run
 
-__all__ = ["format_report", "write_report", "run_sweep", "hermes_command", "SWEEPS"]
+__all__ = ["format_report", "write_report", "figures", "sweep_figure", "run_sweep",
+           "hermes_command", "SWEEPS", "HEADLINE"]
 
 #: The sweeps ``--sweep`` offers and their default values.
 SWEEPS = {"batch": (1, 2, 4, 8, 16), "dimms": (4, 8, 16), "units": (32, 64, 128, 256, 512),
@@ -42,8 +44,18 @@ _LABEL = {"accelerate": "Accelerate-like (offload, no overlap)",
           "online": "+ online adjustment"}
 
 
+#: What the headline figure (tok/s) measures, printed under every report's header.
+HEADLINE = ("tok/s is decode only: tokens generated per second of decode steps (batch x steps / "
+            "decode time); the prefill is not in it, its time is the TTFT column")
+#: The swept parameters' axis labels, with units.
+_AXIS = {"batch": "batch (sequences)", "dimms": "NDP-DIMMs (count)",
+         "units": "GEMV units per NDP core (count)",
+         "hot_share": "hot-neuron share (fraction of neurons)"}
+
+
 def _fmt(v, spec):
-    return "-" if v is None else format(v, spec)
+    """``v`` formatted with ``spec``; None as ``-`` in the same width."""
+    return format(v, spec) if v is not None else "-".rjust(int(spec.split(".")[0] or 0))
 
 
 def format_report(r: HermesResult) -> str:
@@ -51,14 +63,16 @@ def format_report(r: HermesResult) -> str:
     c = r.config
     lines = [f"Hermes: {r.model.name} on {r.hardware} (batch {c.batch}, {r.dimms} "
              f"NDP-DIMMs of {c.units} units, prompt {c.prompt}, {c.tokens} decode steps)",
-             f"NDP cycles: {r.provenance['ndp']}; GPU: {r.provenance['gpu']}", ""]
+             f"NDP cycles: {r.provenance['ndp']}; GPU: {r.provenance['gpu']}", HEADLINE, ""]
     comps = sorted({k for s in list(r.systems.values()) + list(r.ablations.values())
                     for k in s.breakdown_ms_per_step})
     head = f"{'system':38s} {'tok/s':>8s} {'ms/step':>8s} " + \
         " ".join(f"{k[:9]:>9s}" for k in comps) + \
-        f" {'TTFT s':>7s} {'tok/J':>7s} {'price $':>8s} {'NDP%':>5s} {'PCIe%':>6s} {'hit%':>5s}"
+        f" {'TTFT':>7s} {'tok/J':>7s} {'price':>8s} {'NDP':>5s} {'PCIe':>6s} {'hit':>5s}"
+    units = f"{'':38s} {'tok/s':>8s} {'ms':>8s} " + " ".join(f"{'ms':>9s}" for _ in comps) + \
+        f" {'s':>7s} {'tok/J':>7s} {'USD':>8s} {'%':>5s} {'%':>6s} {'%':>5s}"
     for title, group in (("systems", r.systems), ("ablations", r.ablations)):
-        lines += [f"-- {title} " + "-" * (len(head) - 4 - len(title)), head]
+        lines += [f"-- {title} " + "-" * (len(head) - 4 - len(title)), head, units]
         for name, s in group.items():
             b = s.breakdown_ms_per_step
             lines.append(
@@ -70,6 +84,10 @@ def format_report(r: HermesResult) -> str:
         lines.append("")
     p, pl, im = r.predictor, r.placement, r.imbalance
     lines += [
+        "columns: ms/step = decode step time on the critical path, then its parts (ms per step); "
+        "TTFT = prefill time of the prompt (s); tok/J = decode tokens per joule; price = "
+        "hardware price (USD); NDP = NDP-DIMM utilisation, PCIe = share of the step on PCIe, "
+        "hit = hot-neuron hit rate (%)",
         f"predictor (cold neurons): precision {_fmt(p['precision'], '.3f')}, recall "
         f"{_fmt(p['recall'], '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
         f"({p['memory_mb_all_layers']:.1f} MB for all layers); table fitted in {p['fit_seconds']:.1f} s",
@@ -90,48 +108,69 @@ def format_report(r: HermesResult) -> str:
     return "\n".join(lines)
 
 
-def _plots(r: HermesResult, out: Path) -> list:
+def _title(r: HermesResult, what: str) -> str:
+    return run_title(what, model=r.model.name, batch=f"batch {r.config.batch}",
+                     hardware=f"hardware {r.hardware!r} ({r.dimms} NDP-DIMMs of "
+                              f"{r.config.units} units)",
+                     backend=backend_words(r.config.backend, r.provenance.get("ndp_calibrated")))
+
+
+def figures(r: HermesResult) -> dict:
+    """The run's figures by file stem (matplotlib ``Figure`` objects; :func:`write_report`
+    saves them): decode throughput per system, the step's breakdown, the DIMM imbalance."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = []
+    out = {}
     names = list(r.systems) + [a for a in r.ablations if a != "hermes"]
     runs = {**r.systems, **r.ablations}
-    fig, ax = plt.subplots(figsize=(9, 4))
-    ax.bar(range(len(names)), [runs[n].tokens_per_s for n in names],
-           color=["C0"] * len(r.systems) + ["C7"] * (len(names) - len(r.systems)))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    bars = ax.bar(range(len(names)), [runs[n].tokens_per_s for n in names],
+                  color=["C0"] * len(r.systems) + ["C7"] * (len(names) - len(r.systems)))
+    label_bars(ax, bars, "{:.1f}")
     ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
                   fontsize=8)
-    ax.set_ylabel("tokens/s")
+    ax.set_ylabel("decode throughput (tokens/s)")
     ax.set_yscale("log")
-    ax.set_title(f"{r.model.name}, batch {r.config.batch}: decode throughput")
-    files.append(save_figure(fig, out / "hermes_tokens_per_s.png"))
+    ax.set_title(_title(r, "decode throughput (prefill not included)"), fontsize=9)
+    out["hermes_tokens_per_s"] = fig
 
     comps = sorted({k for n in names for k in runs[n].breakdown_ms_per_step})
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     bottom = [0.0] * len(names)
     for i, k in enumerate(comps):
-        vals = [runs[n].breakdown_ms_per_step.get(k, 0.0) / runs[n].ms_per_step for n in names]
+        vals = [100 * runs[n].breakdown_ms_per_step.get(k, 0.0) / runs[n].ms_per_step for n in names]
         ax.bar(range(len(names)), vals, bottom=bottom, label=k, color=f"C{i}")
         bottom = [a + b for a, b in zip(bottom, vals)]
+    totals = ax.bar(range(len(names)), [0.0] * len(names), bottom=bottom, color="none")
+    ax.bar_label(totals, labels=[f"{runs[n].ms_per_step:.2f} ms" for n in names], fontsize=7,
+                 padding=1)
     ax.set_xticks(range(len(names)), [_LABEL.get(n, n) for n in names], rotation=30, ha="right",
                   fontsize=8)
-    ax.set_ylabel("share of decode step time")
+    ax.set_ylabel("share of the decode step (%)")
+    ax.set_ylim(0, 112)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title("time breakdown (critical path)")
-    files.append(save_figure(fig, out / "hermes_breakdown.png"))
+    ax.set_title(_title(r, "decode step time by part (critical path; bar: ms per step)"),
+                 fontsize=9)
+    out["hermes_breakdown"] = fig
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for name, label in (("random", "random placement"), ("online", "ILP, without remapping"),
-                        ("hermes", "ILP, with remapping")):
-        ax.plot(r.ablations[name].imbalance_per_token, label=label)
-    ax.set_xlabel("decode step")
-    ax.set_ylabel("max / mean DIMM load")
-    ax.legend()
-    ax.set_title("activated cold neurons per DIMM")
-    files.append(save_figure(fig, out / "hermes_imbalance.png"))
-    return files
+    fig, ax = plt.subplots(figsize=(7, 4))
+    curves = distinct_curves([("random placement", r.ablations["random"].imbalance_per_token),
+                              ("ILP, without remapping", r.ablations["online"].imbalance_per_token),
+                              ("ILP, with remapping", r.ablations["hermes"].imbalance_per_token)])
+    for k, (label, values) in enumerate(curves):
+        ax.plot(values, label=label, linestyle=("-", "--", ":")[k % 3])
+    ax.set_xlabel("decode step (index)")
+    ax.set_ylabel("max / mean DIMM load (ratio)")
+    ax.legend(fontsize=8)
+    ax.set_title(_title(r, "activated cold neurons per DIMM"), fontsize=9)
+    out["hermes_imbalance"] = fig
+    return out
+
+
+def _plots(r: HermesResult, out: Path) -> list:
+    return [save_figure(fig, out / f"{stem}.png") for stem, fig in figures(r).items()]
 
 
 def write_report(r: HermesResult, out_dir, name="hermes") -> list:
@@ -180,7 +219,8 @@ def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print, workers: int
             "backend": cfg.backend, "wall_seconds": time.perf_counter() - t0}
 
 
-def _sweep_plot(sw: dict, out: Path) -> Path:
+def sweep_figure(sw: dict):
+    """The sweep's figure: decode throughput of each system against the swept value."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -191,20 +231,29 @@ def _sweep_plot(sw: dict, out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     for name in SYSTEMS:
         ax.plot(xs, [p["tokens_per_s"][name] for p in points], marker="o", label=_LABEL[name])
-    ax.set_xlabel(axis)
-    ax.set_ylabel("tokens/s")
+    ax.set_xlabel(_AXIS[axis])
+    ax.set_ylabel("decode throughput (tokens/s)")
     ax.set_yscale("log")
     if axis in ("batch", "units", "dimms"):
         ax.set_xscale("log", base=2)
     ax.legend(fontsize=7)
-    ax.set_title(f"{sw['config']['model']}: tokens/s vs {axis}")
-    return save_figure(fig, out / f"hermes_sweep_{axis}.png")
+    c = sw["config"]
+    ax.set_title(run_title(f"decode throughput vs {axis}", model=c["model"],
+                           batch="batch swept" if axis == "batch" else f"batch {c['batch']}",
+                           hardware=f"hardware {c['hardware']!r}",
+                           backend=f"{sw['backend']} backend"), fontsize=9)
+    return fig
+
+
+def _sweep_plot(sw: dict, out: Path) -> Path:
+    return save_figure(sweep_figure(sw), out / f"hermes_sweep_{sw['axis']}.png")
 
 
 def format_sweep(sw: dict) -> str:
     axis = sw["axis"]
     names = list(SYSTEMS) + [a for a in ABLATIONS if a != "hermes"]
-    lines = [f"tokens/s vs {axis} ({sw['config']['model']}, {sw['backend']} backend)",
+    lines = [f"decode tokens/s vs {axis} ({sw['config']['model']}, {sw['backend']} backend; "
+             "prefill not included)",
              f"{axis:>10s} " + " ".join(f"{n[:10]:>10s}" for n in names) + "  hot%  hit%"]
     for p in sw["points"]:
         if "infeasible" in p:

@@ -34,11 +34,14 @@ class RapidConfig(CoreChoice):
         "positive": True, "help": "GEMV units of the NDP core (default 256 on model, 16 on rtl)"})
     act_lanes: int | None = None            # activation lanes (None: min(units, 256))
     model: str = dataclasses.field(default="llama3.1-8b", metadata={
-        "help": "serving model from sw/configs/serving_models or a TOML file (default llama3.1-8b)"})
+        "builtins": "serving_models",
+        "help": "a built-in serving model, a TOML file, or a Hugging Face config.json (or its "
+                "folder) (default llama3.1-8b)"})
     node: str = dataclasses.field(default="mi300x-node", metadata={
-        "help": "node from sw/configs/rapid or a TOML file (default mi300x-node)"})
+        "builtins": "rapid", "help": "a built-in node or a TOML file (default mi300x-node)"})
     workload: str = dataclasses.field(default="mixed", metadata={
-        "help": "built-in workload (mixed, long-context) or a .toml file (default mixed)"})
+        "builtins": "rapid_workloads",
+        "help": "a built-in workload or a TOML file (default mixed)"})
     pattern: str = dataclasses.field(default="bursty", metadata={
         "choices": PATTERNS, "help": "arrival pattern of the generated trace (default bursty)"})
     duration_s: float = dataclasses.field(default=600.0, metadata={

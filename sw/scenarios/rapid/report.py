@@ -24,15 +24,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ndpdimm.sw.result_files import save_figure, write_json, write_results
+from ndpdimm.sw.scenarios.figures import backend_words, distinct_curves, run_title
 
 if TYPE_CHECKING:                       # the scenario imports torch: only when a run is asked for
     from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
 
-__all__ = ["format_report", "write_report", "rapid_command", "ROLE_COLOURS"]
+__all__ = ["format_report", "write_report", "figures", "rapid_command", "ROLE_COLOURS", "HEADLINE"]
 
 ROLE_COLOURS = {"prefill": "tab:blue", "decode": "tab:orange", "switching": "tab:gray",
                 "coalesced": "tab:green"}
 _STYLES = ("-", "--", ":", "-.")
+#: What the headline figures measure, printed under every report's header.
+HEADLINE = ("goodput and QPS/W are the whole serving run end to end: every request's prefill "
+            "and decode on the node, requests per second of trace meeting both SLOs, and all "
+            "requests per second per watt of mean node power")
 
 
 def _ms(stats: dict, p: str) -> str:
@@ -69,12 +74,12 @@ def format_report(r: "RapidResult") -> str:
                   f"NDP power: {prov['ndp_power']}; the DIMMs reserve "
                   f"{prov['ndp_reserved_w']:.0f} W of the node budget (taken from the decode "
                   f"GPUs' caps first)"]
-    lines.append("")
+    lines += [HEADLINE, ""]
     head = (f"{'system':20s} {'goodput':>8s} {'SLO%':>6s} {'TTFT%':>6s} {'TPOT%':>6s} "
             f"{'QPS/W':>7s} {'power':>6s} | {'TTFT p50':>8s} {'p99':>8s} | {'TPOT p50':>8s} "
             f"{'p99':>7s} | {'moves':>5s} {'switch':>6s}")
-    units = (f"{'':20s} {'req/s':>8s} {'':>6s} {'':>6s} {'':>6s} {'':>7s} {'W':>6s} | "
-             f"{'ms':>8s} {'ms':>8s} | {'ms':>8s} {'ms':>7s} |")
+    units = (f"{'':20s} {'req/s':>8s} {'%':>6s} {'%':>6s} {'%':>6s} {'req/s/W':>7s} {'W':>6s} | "
+             f"{'ms':>8s} {'ms':>8s} | {'ms':>8s} {'ms':>7s} | {'count':>5s} {'count':>6s}")
     lines += [head, units, "-" * len(head)]
     for s in systems:
         lines.append(
@@ -99,7 +104,18 @@ def format_report(r: "RapidResult") -> str:
     return "\n".join(lines)
 
 
-def _plots(r: "RapidResult", out: Path, name: str) -> list:
+def _title(r: "RapidResult", what: str) -> str:
+    prov = r.provenance
+    backend = (backend_words(r.config.backend, prov.get("ndp_calibrated"))
+               if prov.get("ndp_attention") else "no NDP tier")
+    return run_title(what, model=r.model.name, batch=f"trace {r.trace['name']}",
+                     hardware=f"node {r.node} ({r.power_budget_w:.0f} W budget, "
+                              f"{r.ndp_dimms} NDP-DIMMs)", backend=backend)
+
+
+def figures(r: "RapidResult") -> dict:
+    """The run's figures by suffix of their file stem (matplotlib ``Figure`` objects;
+    :func:`write_report` saves them as ``<name>_<suffix>.png``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -110,13 +126,15 @@ def _plots(r: "RapidResult", out: Path, name: str) -> list:
 
     systems = r.systems
     roles = list(ROLE_COLOURS)
-    files = []
+    out = {}
 
     # (a) caps and roles of the controlled systems
     shown = [s for s in systems if _controlled(s.system)] or \
         [s for s in systems if s.system.removesuffix("+ndp") == "static-4p4d"] or systems[:1]
-    fig, axes = plt.subplots(3, len(shown), figsize=(4.6 * len(shown), 7.5), squeeze=False,
-                             sharex="col", gridspec_kw={"height_ratios": [3, 1, 2]})
+    # the columns compare systems: every row shares its axes' ranges
+    fig, axes = plt.subplots(3, len(shown), figsize=(4.6 * len(shown), 8), squeeze=False,
+                             sharex=True, sharey="row", gridspec_kw={"height_ratios": [3, 1, 2]})
+    all_caps = [float(c) for s in shown for c in np.ravel(s.timeline["caps_w"])]
     for k, s in enumerate(shown):
         tl = s.timeline
         t = np.asarray(tl["t"], dtype=float)
@@ -130,8 +148,8 @@ def _plots(r: "RapidResult", out: Path, name: str) -> list:
                 if np.isfinite(y).any():
                     ax.step(t, y, where="post", color=ROLE_COLOURS[role],
                             linestyle=_STYLES[g % len(_STYLES)], linewidth=1.2)
-        if caps.size:      # identical caps would otherwise give a 1 W wide axis
-            ax.set_ylim(caps.min() - 60, caps.max() + 60)
+        if all_caps:      # identical caps would otherwise give a 1 W wide axis
+            ax.set_ylim(min(all_caps) - 60, max(all_caps) + 60)
         ax.set_title(s.system)
         ax.set_ylabel("GPU power cap (W)" if k == 0 else "")
         seen = [x for i, x in enumerate(roles) if (code == i).any()]
@@ -143,7 +161,7 @@ def _plots(r: "RapidResult", out: Path, name: str) -> list:
                       cmap=ListedColormap([ROLE_COLOURS[x] for x in roles]), vmin=-0.5,
                       vmax=len(roles) - 0.5,
                       extent=(t[0], t[-1] if t[-1] > t[0] else t[0] + 1, caps.shape[1] - 0.5, -0.5))
-        ax.set_ylabel("GPU" if k == 0 else "")
+        ax.set_ylabel("GPU (index)" if k == 0 else "")
         ax = axes[2, k]
         reserved = s.checks["ndp_reserved_w"]
         ax.step(t, caps.sum(axis=1) + reserved, where="post", label="caps + NDP reserve")
@@ -154,44 +172,50 @@ def _plots(r: "RapidResult", out: Path, name: str) -> list:
         ax.set_xlabel("time (s)")
         ax.set_ylabel("node power (W)" if k == 0 else "")
         ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"RAPID: power caps and roles, {r.trace['name']}")
-    files.append(save_figure(fig, out / f"{name}_power_roles.png"))
+    fig.suptitle(_title(r, "RAPID: GPU power caps and roles over time"), fontsize=10)
+    out["power_roles"] = fig
 
     # (b) queue depths
     cols = min(3, len(systems))
     rows = -(-len(systems) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.0 * rows + 0.6), squeeze=False,
+                             sharex=True, sharey=True)
+    decoding_top = max((max(s.timeline["decoding"], default=0) for s in systems), default=0)
     for k, s in enumerate(systems):
         tl = s.timeline
         ax = axes[k // cols, k % cols]
-        ax.step(tl["t"], tl["prefill_queue"], where="post", label="prefill queue")
-        ax.step(tl["t"], tl["kv_ring"], where="post", label="KV ring")
-        ax.step(tl["t"], tl["handover_wait"], where="post", label="hand-over wait")
+        for label, values in distinct_curves([("prefill queue", tl["prefill_queue"]),
+                                              ("KV ring", tl["kv_ring"]),
+                                              ("hand-over wait", tl["handover_wait"])]):
+            ax.step(tl["t"], values, where="post", label=label)
         right = ax.twinx()
         right.step(tl["t"], tl["decoding"], where="post", color="tab:gray", linewidth=0.8,
                    label="decoding (right)")
-        right.set_ylabel("sequences decoding", fontsize=8)
+        right.set_ylabel("sequences decoding (count)", fontsize=8)
+        right.set_ylim(0, 1.05 * decoding_top + 1)
         ax.set_title(s.system, fontsize=10)
         ax.set_xlabel("time (s)")
-        ax.set_ylabel("requests")
-        if k == 0:
-            h1, l1 = ax.get_legend_handles_labels()
-            h2, l2 = right.get_legend_handles_labels()
-            ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
+        ax.set_ylabel("requests (count)")
+        h1, l1 = ax.get_legend_handles_labels()          # each panel its own: merged curves
+        h2, l2 = right.get_legend_handles_labels()       # differ from panel to panel
+        ax.legend(h1 + h2, l1 + l2, fontsize=6, loc="upper left")
     for k in range(len(systems), rows * cols):
         axes[k // cols, k % cols].set_visible(False)
-    files.append(save_figure(fig, out / f"{name}_queues.png"))
+    fig.suptitle(_title(r, "RAPID: queues over time"), fontsize=10)
+    out["queues"] = fig
 
     # (c) latency CDFs
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     q = np.linspace(0, 100, 101)
     for ax, key, slo, label in ((axes[0], "ttft_cdf_s", r.slo["ttft_s"], "TTFT"),
                                 (axes[1], "tpot_cdf_s", r.slo["tpot_s"], "TPOT")):
-        for s in systems:
-            x = np.asarray(getattr(s, key), dtype=float) * 1e3
+        ndp = {s.system: s.ndp_tier for s in systems}
+        # systems with the same distribution are one curve, labelled with all their names
+        for label, x in distinct_curves([(s.system, [1e3 * float(v) for v in getattr(s, key)])
+                                         for s in systems]):
             if len(x):
-                ax.plot(x, np.linspace(0, 100, len(x)) if len(x) != len(q) else q,
-                        label=s.system, linestyle="--" if s.ndp_tier else "-")
+                ax.plot(x, np.linspace(0, 100, len(x)) if len(x) != len(q) else q, label=label,
+                        linestyle="--" if ndp[label.split(" = ")[0]] else "-")
         ax.axvline(slo * 1e3, color="black", linestyle=":", label=f"SLO {slo * 1e3:.0f} ms")
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -201,9 +225,13 @@ def _plots(r: "RapidResult", out: Path, name: str) -> list:
         ax.set_ylim(0, 100)
         ax.grid(True, which="both", alpha=0.3)
     axes[1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"RAPID: latency CDFs, {r.trace['name']}")
-    files.append(save_figure(fig, out / f"{name}_latency_cdf.png"))
-    return files
+    fig.suptitle(_title(r, "RAPID: latency CDFs"), fontsize=10)
+    out["latency_cdf"] = fig
+    return out
+
+
+def _plots(r: "RapidResult", out: Path, name: str) -> list:
+    return [save_figure(fig, out / f"{name}_{suffix}.png") for suffix, fig in figures(r).items()]
 
 
 def write_report(r: "RapidResult", out_dir, name="rapid") -> list:

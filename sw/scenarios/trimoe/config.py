@@ -28,10 +28,12 @@ class TriMoeConfig(CoreChoice):
     ``metadata`` of a field is what its ``ndpdimm trimoe`` option needs (help, ...;
     ``sw/commands/options.py``); ``sw/commands/trimoe.py`` names the fields that are options."""
     model: str = dataclasses.field(default="deepseek-v2", metadata={
-        "help": "MoE model from sw/configs/moe_models, a TOML file, or a Hugging Face config.json "
-                "(or its folder: Mixtral, Qwen-MoE, DeepSeek-V2/V3) (default deepseek-v2)"})
+        "builtins": "moe_models",
+        "help": "a built-in MoE model, a TOML file, or a Hugging Face config.json (or its folder: "
+                "Mixtral, Qwen-MoE, DeepSeek-V2/V3) (default deepseek-v2)"})
     hardware: str = dataclasses.field(default="h100-amx", metadata={
-        "help": "hardware from sw/configs/trimoe_hardware or a TOML file (default h100-amx)"})
+        "builtins": "trimoe_hardware",
+        "help": "built-in hardware or a TOML file (default h100-amx)"})
     batch: int = dataclasses.field(default=512, metadata={   # 64..768 in the paper's range
         "positive": True, "help": "tokens per step (default 512)"})
     steps: int = dataclasses.field(default=16, metadata={

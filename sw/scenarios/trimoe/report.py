@@ -18,13 +18,19 @@ from ndpdimm.cosim.timeline import open_timeline
 from ndpdimm.sw.result_files import save_figure, write_json, write_results
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
+from ndpdimm.sw.scenarios.figures import backend_words, label_bars, run_title
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, TriMoeResult, run
 
-__all__ = ["format_report", "write_report", "trimoe_command", "LABELS"]
+__all__ = ["format_report", "write_report", "figures", "trimoe_command", "LABELS", "HEADLINE"]
 
 LABELS = {"gpu_only": "GPU only", "gpu_cpu": "GPU + AMX CPU", "gpu_ndp": "GPU + NDP-DIMMs",
           "trimoe": "TriMoE (GPU + CPU + NDP)"}
 _PLACE = ("inactive", "GPU hit", "GPU miss", "CPU", "NDP")
+#: What the headline figures measure, printed under every report's header.
+HEADLINE = ("MoE layers only: layer ms = the scheduled makespan of one MoE layer's experts (NDP "
+            "contention included); tok/s = tokens per step / (MoE layers x layer time + data "
+            "movement outside the layers); attention, dense layers and the LM head are not in "
+            "either")
 
 
 def _pct(v):
@@ -38,11 +44,14 @@ def format_report(r: TriMoeResult) -> str:
              f"tokens/step, {c.steps} steps x {c.sample_layers} sampled layers",
              f"NDP expert: {prov['ndp_expert']}; DIMM-Link: {prov['dimm_link']}",
              f"GPU/CPU: {prov['gpu_cpu']}"] + \
-        [f"note: {w}" for w in prov["warnings"]] + [""]
+        [f"note: {w}" for w in prov["warnings"]] + [HEADLINE, ""]
     head = (f"{'system':26s} {'layer ms':>9s} {'p99 ms':>8s} {'tok/s':>9s} {'x GPU':>6s} "
             f"{'GPU%':>5s} {'CPU%':>5s} {'NDP%':>5s} | {'hit':>5s} {'miss':>5s} {'cpu':>5s} "
             f"{'ndp':>5s} | {'GPUhit':>6s} {'stall%':>6s} {'relay%':>6s} {'iter':>5s} {'sched ms':>8s}")
-    lines += [head, "-" * len(head)]
+    units = (f"{'':26s} {'ms':>9s} {'ms':>8s} {'tok/s':>9s} {'ratio':>6s} {'%':>5s} {'%':>5s} "
+             f"{'%':>5s} | {'%':>5s} {'%':>5s} {'%':>5s} {'%':>5s} | {'%':>6s} {'%':>6s} "
+             f"{'%':>6s} {'count':>5s} {'ms':>8s}")
+    lines += [head, units, "-" * len(head)]
     for name, s in r.systems.items():
         u, sh = s.utilisation, s.execution_share
         lines.append(
@@ -86,50 +95,64 @@ def format_report(r: TriMoeResult) -> str:
     return "\n".join(lines)
 
 
-def _plots(r: TriMoeResult, out: Path) -> list:
+def _title(r: TriMoeResult, what: str) -> str:
+    return run_title(what, model=r.model.name, batch=f"{r.config.batch} tokens/step",
+                     hardware=f"{r.hardware.name} ({r.hardware.ndp.dimms} NDP-DIMMs of "
+                              f"{r.config.core().n_units} units)",
+                     backend=backend_words(r.config.backend, r.provenance.get("ndp_calibrated")))
+
+
+def figures(r: TriMoeResult) -> dict:
+    """The run's figures by file stem (matplotlib ``Figure`` objects; :func:`write_report`
+    saves them): MoE-layer latency per system, utilisation per domain, the expert placement."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
     names = list(r.systems)
-    files = []
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    out = {}
+    fig, ax = plt.subplots(figsize=(7, 4))
     lat = [r.systems[n].moe_layer_latency_ms for n in names]
-    ax.bar([LABELS.get(n, n) for n in names], lat, color="tab:blue")
-    for i, v in enumerate(lat):
-        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+    label_bars(ax, ax.bar(range(len(names)), lat, color="tab:blue"), "{:.2f}", fontsize=8)
+    ax.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], fontsize=8)
     ax.set_ylabel("MoE layer latency (ms)")
-    ax.set_title(f"TriMoE: {r.model.name}, {r.config.batch} tokens/step")
-    ax.tick_params(axis="x", labelsize=8)
-    files.append(save_figure(fig, out / "trimoe_latency.png"))
+    ax.set_title(_title(r, "MoE layer latency (MoE layers only)"), fontsize=9)
+    out["trimoe_latency"] = fig
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.25
     for k, dom in enumerate(("gpu", "cpu", "ndp")):
         vals = [100 * (r.systems[n].utilisation[dom] or 0) for n in names]
-        ax.bar(np.arange(len(names)) + (k - 1) * width, vals, width, label=dom.upper())
+        label_bars(ax, ax.bar(np.arange(len(names)) + (k - 1) * width, vals, width,
+                              label=dom.upper()), "{:.0f}", fontsize=6)
     ax.set_xticks(np.arange(len(names)), [LABELS.get(n, n) for n in names], fontsize=8)
     ax.set_ylabel("utilisation (%)")
     ax.set_ylim(0, 118)
     ax.legend(ncol=3, loc="upper center")
-    files.append(save_figure(fig, out / "trimoe_utilisation.png"))
+    ax.set_title(_title(r, "utilisation per domain (busy / devices x layer time)"), fontsize=9)
+    out["trimoe_utilisation"] = fig
 
     system = "trimoe" if "trimoe" in r.systems else names[-1]
     place = np.array(r.systems[system].placement)
     if place.size:
         from matplotlib.colors import ListedColormap
-        fig, ax = plt.subplots(figsize=(8, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 4))
         cmap = ListedColormap(["white", "tab:green", "tab:olive", "tab:orange", "tab:purple"])
         im = ax.imshow(place.T, aspect="auto", interpolation="nearest", cmap=cmap, vmin=-0.5,
                        vmax=4.5)
         cb = fig.colorbar(im, ticks=range(5))
         cb.ax.set_yticklabels(_PLACE)
-        ax.set_xlabel("step")
-        ax.set_ylabel("expert")
-        ax.set_title(f"{LABELS.get(system, system)}: where each expert ran (first sampled layer)")
-        files.append(save_figure(fig, out / "trimoe_placement.png"))
-    return files
+        ax.set_xlabel("decode step (index)")
+        ax.set_ylabel("routed expert (index)")
+        ax.set_title(_title(r, f"{LABELS.get(system, system)}: where each expert ran (first "
+                               "sampled layer)"), fontsize=9)
+        out["trimoe_placement"] = fig
+    return out
+
+
+def _plots(r: TriMoeResult, out: Path) -> list:
+    return [save_figure(fig, out / f"{stem}.png") for stem, fig in figures(r).items()]
 
 
 def write_report(r: TriMoeResult, out_dir, name="trimoe") -> list:

@@ -12,7 +12,14 @@ from ndpdimm.sw.cli import main
 from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
-from ndpdimm.sw.scenarios.hermes.report import format_report, run_sweep, write_report
+from ndpdimm.sw.scenarios.hermes.report import (
+    HEADLINE,
+    figures,
+    format_report,
+    run_sweep,
+    sweep_figure,
+    write_report,
+)
 from ndpdimm.sw.scenarios.hermes.scenario import run
 from ndpdimm.sw.scenarios.hermes.traces import synthetic_trace
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
@@ -106,7 +113,7 @@ def test_a_fixed_seed_gives_the_same_results():
     assert c.as_dict()["systems"]["hermes"]["tokens_per_s"] != a.as_dict()["systems"]["hermes"]["tokens_per_s"]
 
 
-def test_sweeps_force_the_hot_share_and_report_infeasible_points():
+def test_sweeps_force_the_hot_share_and_report_infeasible_points(figure_rules):
     cfg = HermesConfig(model="llama2-13b", tokens=4, prompt=32, profile_tokens=8, sample_layers=1)
     sw = run_sweep(cfg, "hot_share", (0.0, 0.1), log=_quiet)
     assert [p["hot_share"] for p in sw["points"]] == [0.0, 0.1]
@@ -117,6 +124,8 @@ def test_sweeps_force_the_hot_share_and_report_infeasible_points():
     # more DIMMs: more internal bandwidth for the NDP systems, nothing for the others
     assert sixteen["ndp_dense"] > four["ndp_dense"]
     assert sixteen["flexgen"] == four["flexgen"]
+    figure_rules({"dimms": sweep_figure(d)}, ["llama2-13b", "batch 1", "hardware 'hermes'",
+                                              "model backend"])
     # a hot share the GPU cannot hold is reported as such, the sweep goes on
     big = run_sweep(HermesConfig(**{**cfg.__dict__, "gpu_reserve_gb": 10.0}), "hot_share",
                     (0.9, 0.0), log=_quiet)
@@ -128,10 +137,23 @@ def test_sweeps_force_the_hot_share_and_report_infeasible_points():
         run_sweep(cfg, "batch", (0,))
 
 
+def test_figures_name_the_run_and_carry_units_and_values(result, figure_rules):
+    """Title: model, batch, hardware, backend; axes with units; values on bars; the imbalance
+    plot's curves all visible (equal ones merged under one legend entry)."""
+    figs = figures(result)
+    figure_rules(figs, ["llama2-13b", "batch 1", "hardware 'hermes' (8 NDP-DIMMs of 256 units)",
+                        "model backend (calibrated)"])
+    online, remapped = (result.ablations[k].imbalance_per_token for k in ("online", "hermes"))
+    legend = [t.get_text() for t in figs["hermes_imbalance"].axes[0].get_legend().get_texts()]
+    assert legend == ["random placement"] + (
+        ["ILP, without remapping = ILP, with remapping"] if list(online) == list(remapped)
+        else ["ILP, without remapping", "ILP, with remapping"])
+
+
 def test_report_and_files(result, tmp_path):
     text = format_report(result)
     for needle in ("Hermes (GPU + NDP-DIMMs)", "predictor (cold neurons)", "placement ILP",
-                   "DIMM imbalance"):
+                   "DIMM imbalance", HEADLINE, "TTFT = prefill time of the prompt (s)"):
         assert needle in text
     files = write_report(result, tmp_path)
     assert [f.name for f in files] == ["hermes.json", "hermes_tokens_per_s.png",

@@ -15,7 +15,7 @@ from ndpdimm.cosim.provenance import without
 from ndpdimm.sw import cli
 from ndpdimm.sw.cli import main
 from ndpdimm.sw.commands import command
-from ndpdimm.sw.scenarios.rapid.report import format_report, write_report
+from ndpdimm.sw.scenarios.rapid.report import HEADLINE, figures, format_report, write_report
 from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
 from ndpdimm.sw.scenarios.rapid.workload import generate_trace, load_trace, load_workload
 
@@ -94,6 +94,24 @@ def test_format_report_names_every_system_and_the_slos(cli_run):
     assert fields[2] == f"{100 * dyn['slo_attainment']:.1f}"
     assert fields[-2:] == [str(dyn["power_moves"]), str(dyn["role_switches"])]
     assert "caps within the budget; every request finished exactly once" in text
+
+
+def test_figures_name_the_run_and_share_their_ranges(cli_run, figure_rules):
+    """Every figure names the run; the panels that compare systems share their axes' ranges."""
+    r = RapidResult.from_dict(cli_run[2])
+    figs = figures(r)
+    assert list(figs) == ["power_roles", "queues", "latency_cdf"]
+    for name in ("power_roles", "queues"):
+        panels = [a for a in figs[name].axes if a.get_visible()]
+        for get in ("get_xlim", "get_ylim"):
+            ranges = {}
+            for a in panels:              # each row of panels (a twin axis is its own row)
+                ranges.setdefault((a.get_subplotspec().rowspan.start, a.get_label(),
+                                   a.yaxis.get_label_position()), set()).add(getattr(a, get)())
+            assert all(len(v) == 1 for v in ranges.values()), (name, get, ranges)
+    figure_rules(figs, ["llama3.1-8b", "trace mixed-bursty", "node mi300x-node (4800 W budget",
+                        "model backend (calibrated)"])
+    assert HEADLINE in format_report(r)
 
 
 def test_write_report_writes_json_and_plots(cli_run, tmp_path):

@@ -14,7 +14,7 @@ from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import CatalogError
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, load_moe_model, load_trimoe_hardware
 from ndpdimm.sw.scenarios.trimoe.costs import measure_domain_costs
-from ndpdimm.sw.scenarios.trimoe.report import format_report, write_report
+from ndpdimm.sw.scenarios.trimoe.report import HEADLINE, figures, format_report, write_report
 from ndpdimm.sw.scenarios.trimoe.scenario import SYSTEMS, TriMoeConfig, run
 from ndpdimm.sw.scenarios.trimoe.workload import RoutingTraceConfig, synthetic_routing
 
@@ -125,6 +125,13 @@ def test_recorded_trace_replays(tmp_path, small_model, small_costs):
     assert list(r.as_dict()["systems"]) == ["gpu_ndp", "trimoe"]
     assert r.as_dict()["systems"]["trimoe"]["executions"] and sum(
         r.as_dict()["systems"]["trimoe"]["executions"].values()) == int((trace.loads()[4:] > 0).sum())
+
+
+def test_figures_name_the_run_and_carry_units_and_values(small_run, figure_rules):
+    figure_rules(figures(small_run), ["small-moe", "128 tokens/step",
+                                      "h100-amx (16 NDP-DIMMs of 16 units)",
+                                      "model backend (calibrated)"])
+    assert HEADLINE in format_report(small_run) and HEADLINE.startswith("MoE layers only")
 
 
 def test_report_files(tmp_path, small_run):
