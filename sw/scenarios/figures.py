@@ -1,7 +1,7 @@
 """What every scenario figure carries, so a plot read on its own says what it shows.
 
 The reports of the three scenarios (``hermes/report.py``, ``trimoe/report.py``,
-``rapid/report.py``) make their figures with these rules (``tests/sw/scenarios/test_figures.py``
+``rapid/report.py``) make their figures with these rules (``tests/sw/scenarios/conftest.py``
 checks them on every figure of a run):
 
 * the title names the run: model, batch (or tokens per step), hardware and where the NDP cycles

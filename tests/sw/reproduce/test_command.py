@@ -29,7 +29,10 @@ def test_paper_module_not_in_the_checkout_is_named():
 def test_out_that_is_a_file_fails_before_any_run(tmp_path, capsys):
     target = tmp_path / "taken"
     target.write_text("keep")
-    assert cli.main(["reproduce", "all", "--out", str(target)]) == 2
+    with pytest.raises(SystemExit) as e:        # refused when the options are parsed
+        cli.main(["reproduce", "all", "--out", str(target)])
+    assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "ndpdimm reproduce: error:" in err and "is a file" in err
+    assert err == (f"ndpdimm reproduce: error: argument --out/--out-dir: {str(target)!r} is a file, "
+                   "not a folder (see ndpdimm reproduce --help)\n")
     assert target.read_text() == "keep"
