@@ -19,17 +19,26 @@ Imports: nothing of the project; matplotlib is imported by the callers.
 __all__ = ["run_title", "backend_words", "label_bars", "distinct_curves"]
 
 
-def run_title(what: str, *, model: str, batch: str, hardware: str, backend: str) -> str:
+def run_title(what: str, *, model: str, batch: str, hardware: str, backend: str,
+              calibrated: bool | None = None, dimms: int | None = None,
+              units: int | None = None) -> str:
     """A figure's title: ``what`` on its first line, then the run: ``model``, ``batch`` (e.g.
-    ``"batch 16"`` or ``"768 tokens/step"``), ``hardware`` and ``backend`` (where the NDP cycles
-    came from, e.g. ``"model backend"``)."""
-    return f"{what}\n{model}, {batch}, {hardware}, NDP cycles: {backend}"
+    ``"batch 16"`` or ``"768 tokens/step"``), ``hardware`` (with ``dimms`` NDP-DIMMs of
+    ``units`` GEMV units when given) and where the NDP cycles came from (``backend`` and the
+    result's ``ndp_calibrated``: :func:`backend_words`; ``backend`` None: no NDP tier)."""
+    if dimms is not None:
+        hardware += f" ({dimms} NDP-DIMMs" + (f" of {units} units)" if units else ")")
+    cycles = "no NDP tier" if backend is None else backend_words(backend, calibrated)
+    return f"{what}\n{model}, {batch}, {hardware}, NDP cycles: {cycles}"
 
 
 def backend_words(backend: str, calibrated: bool | None) -> str:
-    """Where the NDP cycles came from, short (a result's ``ndp_calibrated``: None on the RTL)."""
+    """Where the NDP cycles came from, short (a result's ``ndp_calibrated``: None on the RTL, or
+    where runs of several cores are drawn together)."""
     if backend == "rtl":
         return "RTL (Verilated)"
+    if calibrated is None:
+        return f"{backend} backend"
     return f"{backend} backend ({'calibrated' if calibrated else 'UNCALIBRATED'})"
 
 

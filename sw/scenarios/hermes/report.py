@@ -25,7 +25,7 @@ from ndpdimm.sw.result_files import save_figure, write_json
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
 from ndpdimm.sw.scenarios.catalog import load_model
-from ndpdimm.sw.scenarios.figures import backend_words, distinct_curves, label_bars, run_title
+from ndpdimm.sw.scenarios.figures import distinct_curves, label_bars, run_title
 from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
 from ndpdimm.sw.scenarios.hermes.config import ABLATIONS, SYSTEMS, HermesConfig
 from ndpdimm.sw.scenarios.hermes.scenario import HermesResult, run
@@ -110,9 +110,8 @@ def format_report(r: HermesResult) -> str:
 
 def _title(r: HermesResult, what: str) -> str:
     return run_title(what, model=r.model.name, batch=f"batch {r.config.batch}",
-                     hardware=f"hardware {r.hardware!r} ({r.dimms} NDP-DIMMs of "
-                              f"{r.config.units} units)",
-                     backend=backend_words(r.config.backend, r.provenance.get("ndp_calibrated")))
+                     hardware=f"hardware {r.hardware!r}", dimms=r.dimms, units=r.config.units,
+                     backend=r.config.backend, calibrated=r.provenance.get("ndp_calibrated"))
 
 
 def figures(r: HermesResult) -> dict:
@@ -240,8 +239,8 @@ def sweep_figure(sw: dict):
     c = sw["config"]
     ax.set_title(run_title(f"decode throughput vs {axis}", model=c["model"],
                            batch="batch swept" if axis == "batch" else f"batch {c['batch']}",
-                           hardware=f"hardware {c['hardware']!r}",
-                           backend=f"{sw['backend']} backend"), fontsize=9)
+                           hardware=f"hardware {c['hardware']!r}", backend=sw["backend"]),
+                 fontsize=9)
     return fig
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ndpdimm.sw.result_files import save_figure, write_json, write_results
-from ndpdimm.sw.scenarios.figures import backend_words, distinct_curves, run_title
+from ndpdimm.sw.scenarios.figures import distinct_curves, run_title
 
 if TYPE_CHECKING:                       # the scenario imports torch: only when a run is asked for
     from ndpdimm.sw.scenarios.rapid.scenario import RapidResult
@@ -106,11 +106,11 @@ def format_report(r: "RapidResult") -> str:
 
 def _title(r: "RapidResult", what: str) -> str:
     prov = r.provenance
-    backend = (backend_words(r.config.backend, prov.get("ndp_calibrated"))
-               if prov.get("ndp_attention") else "no NDP tier")
     return run_title(what, model=r.model.name, batch=f"trace {r.trace['name']}",
-                     hardware=f"node {r.node} ({r.power_budget_w:.0f} W budget, "
-                              f"{r.ndp_dimms} NDP-DIMMs)", backend=backend)
+                     hardware=f"node {r.node}, {r.power_budget_w:.0f} W budget",
+                     dimms=r.ndp_dimms if prov.get("ndp_attention") else None,
+                     backend=r.config.backend if prov.get("ndp_attention") else None,
+                     calibrated=prov.get("ndp_calibrated"))
 
 
 def figures(r: "RapidResult") -> dict:

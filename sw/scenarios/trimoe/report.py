@@ -18,7 +18,7 @@ from ndpdimm.cosim.timeline import open_timeline
 from ndpdimm.sw.result_files import save_figure, write_json, write_results
 from ndpdimm.sw.sampling.replay import format_rtl_check
 from ndpdimm.sw.scenarios.base import RunContext
-from ndpdimm.sw.scenarios.figures import backend_words, label_bars, run_title
+from ndpdimm.sw.scenarios.figures import label_bars, run_title
 from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, TriMoeResult, run
 
 __all__ = ["format_report", "write_report", "figures", "trimoe_command", "LABELS", "HEADLINE"]
@@ -97,9 +97,9 @@ def format_report(r: TriMoeResult) -> str:
 
 def _title(r: TriMoeResult, what: str) -> str:
     return run_title(what, model=r.model.name, batch=f"{r.config.batch} tokens/step",
-                     hardware=f"{r.hardware.name} ({r.hardware.ndp.dimms} NDP-DIMMs of "
-                              f"{r.config.core().n_units} units)",
-                     backend=backend_words(r.config.backend, r.provenance.get("ndp_calibrated")))
+                     hardware=r.hardware.name, dimms=r.hardware.ndp.dimms,
+                     units=r.config.core().n_units, backend=r.config.backend,
+                     calibrated=r.provenance.get("ndp_calibrated"))
 
 
 def figures(r: TriMoeResult) -> dict:

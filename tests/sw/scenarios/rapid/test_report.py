@@ -109,7 +109,7 @@ def test_figures_name_the_run_and_share_their_ranges(cli_run, figure_rules):
                 ranges.setdefault((a.get_subplotspec().rowspan.start, a.get_label(),
                                    a.yaxis.get_label_position()), set()).add(getattr(a, get)())
             assert all(len(v) == 1 for v in ranges.values()), (name, get, ranges)
-    figure_rules(figs, ["llama3.1-8b", "trace mixed-bursty", "node mi300x-node (4800 W budget",
+    figure_rules(figs, ["llama3.1-8b", "trace mixed-bursty", "node mi300x-node, 4800 W budget (32 NDP-DIMMs)",
                         "model backend (calibrated)"])
     assert HEADLINE in format_report(r)
 
