@@ -9,6 +9,7 @@ import pytest
 
 from ndpdimm.sw.commands import command
 from ndpdimm.sw.commands.options import add_config_options, config_from_args
+from ndpdimm.sw.scenarios.catalog import available_names
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
 from ndpdimm.sw.scenarios.rapid.config import RapidConfig
 from ndpdimm.sw.scenarios.trimoe.config import TriMoeConfig
@@ -28,7 +29,10 @@ def test_an_option_made_from_a_field_has_its_default_and_help(name, cls):
     actions = {a.dest: a for a in _parser(name)._actions}
     for field_name in command(name).FIELDS:
         f, action = fields[field_name], actions[field_name]
-        assert action.help == f.metadata.get("help"), field_name
+        help_text = f.metadata.get("help")
+        if "builtins" in f.metadata:              # the help ends with the catalogue's names
+            help_text += f"; built in: {', '.join(available_names(f.metadata['builtins']))}"
+        assert action.help == help_text, field_name
         assert action.choices == f.metadata.get("choices"), field_name
         expected = f.metadata.get("option_default", None if f.type is tuple else f.default)
         assert action.default == expected, field_name
