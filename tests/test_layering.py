@@ -91,7 +91,7 @@ FORBIDDEN = (
                                                   "sweep", "result_files")),
     *((own, tuple(s for s in SCENARIOS if s != own)) for own in SCENARIOS),
     *((f"ndpdimm.sw.scenarios.{shared}", SCENARIOS)
-      for shared in ("catalog", "gpu", "energy", "base")),
+      for shared in ("catalog", "gpu", "measured", "energy", "base")),
 )
 
 #: (importing module, imported prefix): why the rule does not apply

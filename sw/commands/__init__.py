@@ -37,6 +37,8 @@ The commands (``sw/commands/<name>.py``, ``run_layer.py`` for ``run-layer``) and
 * ``sweep``: a design-space sweep on Dask distributed (``sw/sweep/run.py``)
 * ``regress``: the RTL regression sharded over a Dask cluster (``sw/sweep/regress.py``)
 * ``cache``: the shared build cache (``cosim/cache.py``)
+* ``gpu-fit``, ``gpu-check``: a GPU's model fitted to measured operator tables, and held
+  against them beside the roofline (``sw/scenarios/measured/``)
 * ``export``: the core's Verilog, C header, SystemRDL and FuseSoC core file (``hw/export.py``)
 * ``verilog``: the GEMV engine's Verilog (``hw/gemv/engine.py``)
 
@@ -68,6 +70,8 @@ COMMANDS = {
     "sweep": "ndpdimm.sw.commands.sweep",
     "regress": "ndpdimm.sw.commands.regress",
     "cache": "ndpdimm.sw.commands.cache",
+    "gpu-fit": "ndpdimm.sw.commands.gpu_fit",
+    "gpu-check": "ndpdimm.sw.commands.gpu_check",
     "export": "ndpdimm.sw.commands.export",
     "verilog": "ndpdimm.sw.commands.verilog",
 }

@@ -6,8 +6,8 @@
 (:data:`RESULTS`). ``--suite all`` runs them in the order of :data:`ALL`. The suites:
 ``gemv_engine`` (``bench/gemv.py``), ``dram_gemv`` (``bench/dram_gemv.py``), ``dram_trace``
 (``bench/dram_trace.py``), ``cosim`` and ``fuzz`` (``bench/speed.py``), ``dimm_link``
-(``bench/link.py``), ``hermes``, ``trimoe``, ``rapid`` (``sw/scenarios/<name>/bench.py``) and
-``sweep`` (``sw/sweep/bench.py``).
+(``bench/link.py``), ``gpu_model`` (``bench/gpu_model.py``), ``hermes``, ``trimoe``, ``rapid``
+(``sw/scenarios/<name>/bench.py``) and ``sweep`` (``sw/sweep/bench.py``).
 """
 
 import argparse
@@ -75,6 +75,11 @@ def _rapid(args, out):
     run_rapid_bench(out=out)
 
 
+def _gpu_model(args, out):
+    from ndpdimm.bench.gpu_model import run_gpu_model_bench
+    run_gpu_model_bench(out=out, profiles=args.gpu_profiles)
+
+
 def _sweep(args, out):
     from ndpdimm.sw.sweep.bench import run_sweep_bench
     run_sweep_bench(out=out)
@@ -83,10 +88,10 @@ def _sweep(args, out):
 #: suite name (= the name of its JSON file) -> runner(args, out), in the order --suite lists them
 SUITES = {"gemv_engine": _gemv_engine, "dram_gemv": _dram_gemv, "dram_trace": _dram_trace,
           "cosim": _cosim, "fuzz": _fuzz, "dimm_link": _dimm_link, "hermes": _hermes,
-          "trimoe": _trimoe, "rapid": _rapid, "sweep": _sweep}
+          "trimoe": _trimoe, "rapid": _rapid, "sweep": _sweep, "gpu_model": _gpu_model}
 #: the order ``--suite all`` runs them: the long RTL streaming suites last
-ALL = ("gemv_engine", "cosim", "fuzz", "dimm_link", "hermes", "trimoe", "rapid", "sweep",
-       "dram_gemv", "dram_trace")
+ALL = ("gemv_engine", "cosim", "fuzz", "dimm_link", "gpu_model", "hermes", "trimoe", "rapid",
+       "sweep", "dram_gemv", "dram_trace")
 #: the suites whose results go into another suite's file (``fuzz``: a section of the cosim suite's)
 RESULTS = {"fuzz": "cosim"}
 
@@ -110,7 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "system per model and batch, scheduler time (sw/scenarios/trimoe/bench.py); "
                              "rapid: simulator speed on an hour at peak load and the serving results "
                              "table per workload and pattern (sw/scenarios/rapid/bench.py); sweep: Dask "
-                             "sweep scaling from 1 to 2 workers and per-task overhead (sw/sweep/bench.py)")
+                             "sweep scaling from 1 to 2 workers and per-task overhead (sw/sweep/bench.py); "
+                             "gpu_model: the fitted GPU model and the roofline against measured "
+                             "operator tables, fitted and held out (bench/gpu_model.py)")
     parser.add_argument("--build-options", action="store_true",
                         help="cosim: also compare C++/Verilator build options on the reduced configuration")
     parser.add_argument("--model-only", action="store_true",
@@ -137,6 +144,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dram_trace: host/NDP arbitration policy (default fair)")
     parser.add_argument("--fuzz-count", type=positive_int, default=100_000,
                         help="fuzz: descriptors fuzzed (default 100000)")
+    parser.add_argument("--gpu-profiles", default=None, metavar="DIR",
+                        help="gpu_model: the shared measured GPU tables (default "
+                             "$NDPDIMM_GPU_PROFILES, else ../shared/gpu-profiles)")
     parser.add_argument("--out-dir", default="bench/results", type=output_folder, help="directory of the JSON files")
 
 

@@ -1,0 +1,67 @@
+"""``ndpdimm gpu-fit``: fit a GPU's model of achieved throughput to measured operator tables
+(``sw/scenarios/measured/fit.py``) and write it as JSON: the fit, the tables it came from (named
+as its source), its error on them, and the run's provenance.
+
+The fits the project uses are committed as ``sw/configs/gpus/fits/<gpu>.json`` (``--out``
+there); ``ndpdimm gpu-check`` reads them. Options as ``gpu-check``'s (``--profile``, ``--gpu``,
+``--model``), ``--exclude-op OP`` and ``--tp N`` to fit a part of the tables (a held-out check:
+``gpu-check`` of the whole tables then shows the error on the rest), and ``--out FILE`` (default
+``build/gpu/<gpu>.json``).
+"""
+
+import argparse
+from pathlib import Path
+
+from ndpdimm.cosim.arguments import output_file, positive_int
+from ndpdimm.sw.commands.gpu_check import add_profile_options
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = ("fit a GPU's model of achieved bandwidth and FLOP/s to measured operator tables and "
+        "write it as JSON (what gpu-check and the scenarios read)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_profile_options(parser)
+    parser.add_argument("--exclude-op", action="append", default=[], metavar="OP",
+                        help="leave this op out of the fit (repeatable): a held-out check")
+    parser.add_argument("--tp", action="append", type=positive_int, default=None, metavar="N",
+                        help="fit only the rows of this tensor-parallel degree (repeatable; "
+                             "default all)")
+    parser.add_argument("--out", default=None, type=output_file, metavar="FILE",
+                        help="the fit's JSON (default build/gpu/<gpu>.json)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ndpdimm.sw.commands.gpu_check import format_comparison, load_tables
+    from ndpdimm.sw.result_files import write_json
+    from ndpdimm.sw.scenarios.gpu import GpuModel
+    from ndpdimm.sw.scenarios.measured.check import compare
+    from ndpdimm.sw.scenarios.measured.fit import elementwise_points, fit_gpu, linear_points
+    from ndpdimm.sw.scenarios.measured.gpus import load_gpu
+    from ndpdimm.sw.scenarios.measured.tables import select
+    gpu = load_gpu(args.gpu)
+    loaded = load_tables(args)
+    known = {o.op for ts, _ in loaded for t in ts for o in t.ops}
+    unknown = sorted(set(args.exclude_op) - known)
+    if unknown:
+        raise ValueError(f"--exclude-op {', '.join(unknown)}: not an op of the tables "
+                         f"({', '.join(sorted(known))})")
+    part = [(select(ts, exclude_ops=args.exclude_op, tp=args.tp), d) for ts, d in loaded]
+    linear = [p for ts, d in part for p in linear_points(ts, d)]
+    elementwise = [p for ts, d in part for p in elementwise_points(ts, d)]
+    source = "; ".join(str(t.path) for ts, _ in loaded for t in ts if t.ops)
+    fitted = fit_gpu(gpu.name, source, linear, elementwise)
+    tables = [t for ts, _ in loaded for t in ts]
+    dims = next((d for _, d in loaded if d is not None), None)
+    result = compare(tables, dims, fitted, GpuModel(gpu))
+    print(f"{gpu.name}: fitted to {len(linear)} linear and {len(elementwise)} element-wise ops "
+          f"(tile {fitted.tile} tokens)")
+    print(format_comparison(gpu.name, result))
+    out = args.out or f"build/gpu/{Path(args.gpu).stem}.json"
+    doc = {"gpu": gpu.name, "source": source, "model": None if dims is None else dims.name,
+           "excluded_ops": args.exclude_op, "tp": args.tp,
+           "fit": fitted.as_dict(),
+           "error_on_its_tables": {"fitted": result["fitted"], "roofline": result["roofline"]}}
+    print(f"wrote {write_json(doc, out)}")
+    return 0

@@ -1,0 +1,81 @@
+"""The fitted GPU model: it reproduces the table it was fitted to, interpolates monotonically,
+predicts shapes it was not fitted on (a synthetic GPU with a known law), and survives JSON."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ndpdimm.sw.scenarios.measured.fit import FittedGpu, elementwise_points, fit_gpu, linear_points
+from ndpdimm.sw.scenarios.measured.ops import ModelDims
+from ndpdimm.sw.scenarios.measured.tables import read_profile
+
+SHARED = Path(__file__).resolve().parents[4].parent / "shared" / "gpu-profiles"
+LLAMA31_8B = ModelDims("llama3.1-8b", 4096, 32, 8, 14336, 128256)
+
+
+def synthetic(shapes, tokens):
+    """Linear points of a GPU whose law is the model's own form (module docstring of
+    ``fit.py``): a 6 us floor, 900 GB/s, 150 TFLOP/s on tokens padded to 64-token tiles, the
+    two terms joined by the smooth maximum (ops named after the shape)."""
+    pts = []
+    for n, k in shapes:
+        for m in tokens:
+            mp = m if m <= 64 else -(-m // 64) * 64
+            mem, comp = 2 * (n * k + m * k + m * n) / 900e9, 2 * mp * n * k / 150e12
+            pts.append((f"{n}x{k}", 1, m, n, k, max(6e-6, (mem ** 4 + comp ** 4) ** 0.25)))
+    return pts
+
+
+def errors(model, points):
+    m, n, k, t = (np.array([p[i] for p in points], float) for i in (2, 3, 4, 5))
+    return 100 * np.abs(model.linear_seconds(m, n, k) / t - 1)
+
+
+def test_a_fit_finds_the_law_and_predicts_shapes_it_was_not_fitted_on():
+    tokens = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 272, 320, 384, 512, 1024, 2048]
+    train = synthetic([(1024, 1024), (4096, 4096), (14336, 4096), (4096, 14336), (28672, 4096)],
+                      tokens)
+    # other shapes moving as many bytes as the table's (a far smaller one falls between the
+    # floor-bound points and the rest: its bandwidth is interpolated, not measured)
+    held = synthetic([(8192, 8192), (6144, 4096), (4096, 8192)], tokens + [48, 700, 1500])
+    model = fit_gpu("synthetic", "test", train)
+    assert model.tile == 64 and model.t_min == pytest.approx(6e-6)
+    assert max(model.fl) == pytest.approx(150e12, rel=0.02)
+    assert max(model.bw) == pytest.approx(900e9, rel=0.02)
+    assert np.median(errors(model, train)) < 1 and np.median(errors(model, held)) < 2
+    assert errors(model, held).max() < 10
+
+
+def test_the_fit_is_monotone_in_bytes_and_tokens():
+    model = fit_gpu("synthetic", "test", synthetic([(4096, 4096), (14336, 4096)],
+                                                   [1, 4, 16, 64, 256, 1024]))
+    assert np.all(np.diff(model.bw) >= 0) and np.all(np.diff(model.fl) >= 0)
+    m = np.arange(1, 2049)
+    t = model.linear_seconds(m, 8192, 8192)
+    assert np.all(np.diff(t) >= -1e-15), "more tokens never take less time"
+
+
+def test_a_fit_survives_json_and_refuses_a_foreign_dict(tmp_path):
+    model = fit_gpu("synthetic", "test", synthetic([(4096, 4096)], [1, 64, 512]),
+                    [("norm", 1, m, 4096, 2e-6 + 4 * 2 * m * 4096 / 1e12) for m in (1, 64, 512)])
+    back = FittedGpu.from_dict(json.loads(json.dumps(model.as_dict())))
+    assert back == model
+    assert back.elementwise_seconds("norm", 64, 4096) == pytest.approx(2e-6 + 2 * 4 * 64 * 4096 / 1e12,
+                                                                       rel=1e-6)
+    with pytest.raises(ValueError, match="no element-wise op of class 'activation'"):
+        back.elementwise_seconds("activation", 1, 1)
+    with pytest.raises(ValueError, match="not a fitted GPU model"):
+        FittedGpu.from_dict({"gpu": "x"})
+
+
+def test_the_rtx4090_fit_reproduces_its_table():
+    """Issue 44's goal on the measured RTX 4090 table: linear ops within 5 % median; the max
+    (26.5 %, cuBLAS's slower kernel for gate_up_proj at 272-320 tokens) is reported in
+    docs/gpu_model.md, not asserted here."""
+    tables = read_profile(SHARED / "llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1")
+    linear = linear_points(tables, LLAMA31_8B)
+    model = fit_gpu("RTX 4090", "shared", linear, elementwise_points(tables, LLAMA31_8B))
+    assert len(linear) == 608 and np.median(errors(model, linear)) < 5
+    assert set(model.elementwise) == {"norm", "activation", "rotary", "embedding"}
