@@ -36,3 +36,16 @@ def test_the_committed_result_holds_every_check():
     # the fit reproduces its own table far better than the roofline does
     self_ = doc["rtx4090"]["self"]
     assert self_["fitted"]["linear"]["median_abs_pct"] < 5 < self_["roofline"]["linear"]["median_abs_pct"]
+
+
+def test_bench_all_goes_on_without_the_shared_tables(tmp_path, monkeypatch, capsys):
+    """``--suite all`` on a machine without the tables: the note, and the other suites run."""
+    from ndpdimm.sw.commands import bench
+    ran = []
+    for suite in bench.SUITES:
+        if suite != "gpu_model":
+            monkeypatch.setitem(bench.SUITES, suite, lambda args, out, s=suite: ran.append(s))
+    assert main(["bench", "--gpu-profiles", str(tmp_path), "--out-dir", str(tmp_path / "o")]) == 0
+    assert ran == [s for s in bench.ALL if s != "gpu_model"]
+    assert "gpu_model not run" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "gpu_model.json").exists()

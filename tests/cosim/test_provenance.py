@@ -1,9 +1,9 @@
 """The provenance writer (``cosim/provenance.py``), and every committed result traceable.
 
-Every JSON the repository commits under ``bench/results/``, ``synth/reports/`` and
-``cosim/model/calibration/`` must start with the provenance fields, and its commit must be in
-this repository's history (``git cat-file -e``): a result whose commit was lost to a rebase,
-or that records none, fails here.
+Every JSON the repository commits under ``bench/results/``, ``synth/reports/``,
+``cosim/model/calibration/`` and ``sw/configs/gpus/fits/`` must start with the provenance
+fields, and its commit must be in this repository's history (``git cat-file -e``): a result
+whose commit was lost to a rebase, or that records none, fails here.
 """
 
 import datetime
@@ -17,7 +17,7 @@ from ndpdimm.cosim.provenance import FIELDS, command_line, git_commit, stamp, wr
 
 REPO = Path(__file__).resolve().parents[2]
 #: the folders whose JSON is a committed result
-COMMITTED = ("bench/results", "synth/reports", "cosim/model/calibration")
+COMMITTED = ("bench/results", "synth/reports", "cosim/model/calibration", "sw/configs/gpus/fits")
 
 
 def _git(*args) -> subprocess.CompletedProcess:
@@ -37,6 +37,7 @@ def test_there_are_committed_results():
                  "bench/results/hermes.json"):
         assert must in files
     assert sum(f.startswith("cosim/model/calibration/") for f in files) >= 4
+    assert sum(f.startswith("sw/configs/gpus/fits/") for f in files) >= 3
 
 
 @pytest.mark.parametrize("path", _committed_results())
