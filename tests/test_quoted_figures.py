@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README, MEASURED = "README.md", "docs/measured.md"
+README, MEASURED, GPU = "README.md", "docs/measured.md", "docs/gpu_model.md"
+GPU_BENCH = "bench/results/gpu_model.json"
 CAL = "cosim/model/calibration/"
 
 
@@ -153,6 +154,23 @@ QUOTES = [
      lambda d: d["multiplier_comparison"]["parallel_um2"], "against {:,.0f} for"),
     ("area, bit-serial unit per FP16 product per cycle", (README,), "synth/reports/area.json",
      lambda d: d["multiplier_comparison"]["bit_serial_um2_per_product_per_cycle"], "{:,.0f} um^2"),
+    ("RTX 4090 fit, linear ops, median and max", (GPU,), GPU_BENCH,
+     lambda d: (d["rtx4090"]["self"]["fitted"]["linear"]["median_abs_pct"],
+                d["rtx4090"]["self"]["fitted"]["linear"]["max_abs_pct"]), "| all 608 | {0[0]:.2f} % / {0[1]:.1f} %"),
+    ("RTX 4090 roofline, linear ops, prefill", (GPU,), GPU_BENCH,
+     lambda d: tuple(d["rtx4090"]["self"][m]["linear"]["by_tokens"]["256+"][k]
+                     for m, k in (("fitted", "median_abs_pct"), ("fitted", "max_abs_pct"),
+                                  ("roofline", "median_abs_pct"))),
+     "| 256+ tokens (prefill) | {0[0]:.2f} % / {0[1]:.1f} % | {0[2]:.1f} %"),
+    ("RTX 4090 fit, decode GEMVs", (GPU,), GPU_BENCH,
+     lambda d: d["rtx4090"]["self"]["fitted"]["linear"]["by_tokens"]["1-16"]["median_abs_pct"],
+     "| 1-16 tokens (decode) | {:.2f} %"),
+    ("H100 fit on Mixtral, checked on Llama-2-70B", (GPU,), GPU_BENCH,
+     lambda d: d["h100_sxm"]["fit_mixtral_check_llama2_70b"]["fitted"]["linear"]["median_abs_pct"],
+     "| Mixtral-8x7B | Llama-2-70B (Vidur) | {:.1f} %"),
+    ("A100 fit at TP 1, 2, 4 checked at 8", (GPU,), GPU_BENCH,
+     lambda d: d["a100_80gb"]["fit_tp124_check_tp8"]["fitted"]["linear"]["median_abs_pct"],
+     "checked at\n8: {:.2f} %"),
 ]
 
 
