@@ -39,6 +39,8 @@ The commands (``sw/commands/<name>.py``, ``run_layer.py`` for ``run-layer``) and
 * ``cache``: the shared build cache (``cosim/cache.py``)
 * ``gpu-fit``, ``gpu-check``: a GPU's model fitted to measured operator tables, and held
   against them beside the roofline (``sw/scenarios/measured/``)
+* ``gpu-profile``, ``cpu-profile``: a model's layer timed on a torch device, written as such a
+  table (``sw/scenarios/measured/profile_ops.py``)
 * ``export``: the core's Verilog, C header, SystemRDL and FuseSoC core file (``hw/export.py``)
 * ``verilog``: the GEMV engine's Verilog (``hw/gemv/engine.py``)
 
@@ -72,6 +74,8 @@ COMMANDS = {
     "cache": "ndpdimm.sw.commands.cache",
     "gpu-fit": "ndpdimm.sw.commands.gpu_fit",
     "gpu-check": "ndpdimm.sw.commands.gpu_check",
+    "gpu-profile": "ndpdimm.sw.commands.gpu_profile",
+    "cpu-profile": "ndpdimm.sw.commands.cpu_profile",
     "export": "ndpdimm.sw.commands.export",
     "verilog": "ndpdimm.sw.commands.verilog",
 }
