@@ -52,13 +52,15 @@ def profiles_folder(path=None) -> Path:
 def _load(folder: Path, key: str):
     path = folder / TABLES[key][0]
     tables = read_profile(path)
-    dims = None if all(t.dims or not t.ops for t in tables) else profiled_model(None, path)
+    dims = None if all(t.dims or not (t.ops or t.attention) for t in tables) \
+        else profiled_model(None, path)
     return tables, dims
 
 
 def _fit(name, tables, dims):
-    return fit_gpu(name, "; ".join(str(t.path) for t in tables if t.ops),
-                   linear_points(tables, dims), elementwise_points(tables, dims))
+    return fit_gpu(name, "; ".join(str(t.path) for t in tables if t.ops or t.attention),
+                   linear_points(tables, dims), elementwise_points(tables, dims),
+                   [a for t in tables for a in t.attention], dims)
 
 
 def _brief(section) -> dict:

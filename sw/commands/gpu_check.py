@@ -83,7 +83,7 @@ def load_tables(args) -> list:
     out = []
     for path in args.profile:
         tables = read_profile(path)
-        needs = any(t.ops and t.dims is None for t in tables)
+        needs = any((t.ops or t.attention) and t.dims is None for t in tables)
         out.append((tables, profiled_model(args.model, path) if needs else None))
     return out
 

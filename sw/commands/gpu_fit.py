@@ -50,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
     part = [(select(ts, exclude_ops=args.exclude_op, tp=args.tp), d) for ts, d in loaded]
     linear = [p for ts, d in part for p in linear_points(ts, d)]
     elementwise = [p for ts, d in part for p in elementwise_points(ts, d)]
-    source = "; ".join(str(t.path) for ts, _ in loaded for t in ts if t.ops)
-    fitted = fit_gpu(gpu.name, source, linear, elementwise)
+    source = "; ".join(str(t.path) for ts, _ in loaded for t in ts if t.ops or t.attention)
+    grid = [(a, t.dims or d) for ts, d in part for t in ts for a in t.attention]
+    if len({id(d) for _, d in grid}) > 1:
+        raise ValueError("attention grids of several models: fit them one --profile at a time")
+    fitted = fit_gpu(gpu.name, source, linear, elementwise, [a for a, _ in grid],
+                     grid[0][1] if grid else None)
     tables = [t for ts, _ in loaded for t in ts]
     dims = next((d for _, d in loaded if d is not None), None)
     result = compare(tables, dims, fitted, GpuModel(gpu))

@@ -5,8 +5,10 @@ model's (:class:`~ndpdimm.sw.scenarios.measured.fit.FittedGpu`) and the roofline
 (``sw/scenarios/gpu.py``: a linear op as :meth:`GpuModel.linear`, an element-wise one as a
 kernel moving its bytes). Each model's section holds ``median_abs_pct`` and ``max_abs_pct``
 over every op, per op kind (and within a kind per token range: ``1-16``, decode GEMVs;
-``17-255``; ``256+``, prefill GEMMs) and per op name (an element-wise op by its class); an
-error is
+``17-255``; ``256+``, prefill GEMMs; an attention call's tokens are its prefill chunk plus its
+decoding sequences; its calls in the fit's cache-resident corner are a kind of their own) and
+per op name (an element-wise op by its class; an attention call as ``attention_decode``,
+``attention_prefill`` or ``attention_mixed``); an error is
 ``100 (model / measured - 1)``, so the sign says which way a model is off (``median_pct``).
 """
 
@@ -15,7 +17,11 @@ import numpy as np
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.measured.fit import ELEM, FittedGpu, elementwise_points, linear_points
 
-__all__ = ["compare", "TOKEN_RANGES"]
+__all__ = ["compare", "TOKEN_RANGES", "KINDS"]
+
+#: the kinds of the error tables: a decode attention call in the fit's cache-resident corner
+#: (``attention.py``) is reported apart from the others
+KINDS = ("linear", "elementwise", "attention", "attention_cache_resident")
 
 #: token ranges of the error table: (name, lowest, highest)
 TOKEN_RANGES = (("1-16", 1, 16), ("17-255", 17, 255), ("256+", 256, 1 << 62))
@@ -42,12 +48,25 @@ def _by_tokens(rows, key) -> dict:
 def _section(rows, key) -> dict:
     out = _summary(_errors(rows, key))
     out["by_kind"] = {}
-    for kind in ("linear", "elementwise"):
+    for kind in KINDS:
         mine = [r for r in rows if r["kind"] == kind]
+        if not mine and kind.startswith("attention"):
+            continue
         out["by_kind"][kind] = {**_summary(_errors(mine, key)), "by_tokens": _by_tokens(mine, key)}
     out["by_op"] = {op: _summary(_errors([r for r in rows if r["op"] == op], key))
                     for op in sorted({r["op"] for r in rows})}
     return out
+
+
+def _roofline_attention(roofline: GpuModel, a, d) -> float:
+    """The roofline's time of one attention call: its decode and prefill parts, each a kernel."""
+    t = 0.0
+    if a.n_decode:
+        t += roofline.attention(a.n_decode, 1, a.kv_decode, d.heads, d.kv_heads, d.head_dim).seconds
+    if a.prefill_chunk:
+        t += roofline.attention(1, a.prefill_chunk, a.kv_prefill + a.prefill_chunk, d.heads,
+                                d.kv_heads, d.head_dim).seconds
+    return t
 
 
 def compare(tables, dims, fitted: FittedGpu | None, roofline: GpuModel) -> dict:
@@ -66,6 +85,18 @@ def compare(tables, dims, fitted: FittedGpu | None, roofline: GpuModel) -> dict:
         rows.append({"op": cls, "kind": "elementwise", "tp": tp, "tokens": m, "measured_s": t,
                      "fitted_s": fit_s,
                      "roofline_s": roofline.kernel(0.0, 2.0 * ELEM * m * width).seconds})
+    for t in tables:
+        d = t.dims or dims
+        for a in t.attention:
+            corner = fitted is not None and fitted.attention_corner(a, d)
+            call = ("mixed" if a.prefill_chunk and a.n_decode else
+                    "prefill" if a.prefill_chunk else "decode")
+            rows.append({"op": f"attention_{call}", "kind": "attention_cache_resident" if corner
+                         else "attention", "tp": 1, "tokens": a.prefill_chunk + a.n_decode,
+                         "measured_s": a.seconds,
+                         "fitted_s": float(fitted.attention_seconds(a, d))
+                         if fitted is not None and fitted.attention else None,
+                         "roofline_s": _roofline_attention(roofline, a, d)})
     fitted_rows = [r for r in rows if r["fitted_s"] is not None]
     return {"fitted": _section(fitted_rows, "fitted_s") if fitted is not None else None,
             "roofline": _section(rows, "roofline_s"), "rows": rows}

@@ -22,6 +22,8 @@
   memory- nor compute-bound;
 * ``t_min``: the fastest op of the table (linear or element-wise), a launch-and-tail floor.
 
+**Attention** (an attention grid): ``attention.py``.
+
 **Element-wise ops**, per class (norm, activation, rotary, embedding, add: ``ops.CLASSES``):
 ``t = t0 + B / bw``, ``B = 4 x tokens x width`` bytes (a 16-bit element read and one
 written), ``t0`` (launch) and ``bw`` of the class by least squares on the relative error.
@@ -42,6 +44,7 @@ import math
 
 import numpy as np
 
+from ndpdimm.sw.scenarios.measured.attention import AttentionFit, fit_attention
 from ndpdimm.sw.scenarios.measured.ops import CLASSES, ModelDims, op_shape
 
 __all__ = ["FittedGpu", "fit_gpu", "linear_points", "elementwise_points", "TILES", "SMOOTH_P"]
@@ -125,6 +128,7 @@ class FittedGpu:
     fl_tokens: tuple
     fl: tuple
     elementwise: dict = dataclasses.field(default_factory=dict)
+    attention: dict = dataclasses.field(default_factory=dict)
 
     def linear_seconds(self, tokens, n_out, n_in):
         """Time of ``Y[tokens, n_out] = X[tokens, n_in] W^T`` (16-bit; arrays broadcast)."""
@@ -143,10 +147,27 @@ class FittedGpu:
         t0, bw = self.elementwise[op_class]
         return t0 + 2 * ELEM * np.asarray(tokens, float) * np.asarray(width, float) / bw
 
+    def attention_seconds(self, row, dims) -> float:
+        """Time of one attention call (an ``AttentionTime`` row's shape) of a model of ``dims``
+        (``attention.py``)."""
+        if not self.attention:
+            raise ValueError(f"the fit of {self.gpu} has no attention (its tables had no grid)")
+        return AttentionFit.from_dict(self.attention).seconds(row, dims)
+
+    def attention_corner(self, row, dims) -> bool:
+        """Whether the call is in the fit's cache-resident corner (``attention.py``)."""
+        return bool(self.attention) and AttentionFit.from_dict(self.attention).is_corner(row, dims)
+
     def as_dict(self) -> dict:
-        return {f.name: (list(v) if isinstance(v, tuple) else
-                         {c: list(p) for c, p in v.items()} if isinstance(v, dict) else v)
-                for f in dataclasses.fields(self) for v in (getattr(self, f.name),)}
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "elementwise":
+                v = {c: list(p) for c, p in v.items()}
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "FittedGpu":
@@ -154,7 +175,7 @@ class FittedGpu:
         if set(d) - names or {"gpu", "tile", "t_min", "bw_bytes", "bw", "fl_tokens", "fl"} - set(d):
             raise ValueError(f"not a fitted GPU model: keys {sorted(d)}")
         return cls(**{k: (tuple(v) if isinstance(v, list) else
-                          {c: tuple(p) for c, p in v.items()} if isinstance(v, dict) else v)
+                          {c: tuple(p) for c, p in v.items()} if k == "elementwise" else v)
                       for k, v in d.items()})
 
 
@@ -182,9 +203,12 @@ def _fit_linear(points, tile, t_min):
     return bw_x, bw_y, counts, fl, t_min
 
 
-def fit_gpu(gpu: str, source: str, linear: list, elementwise: list = ()) -> FittedGpu:
-    """The fit of ``linear`` points (:func:`linear_points`) and ``elementwise`` ones; the tile
-    of :data:`TILES` with the smallest median absolute error on ``linear``."""
+def fit_gpu(gpu: str, source: str, linear: list, elementwise: list = (), attention=(),
+            attention_dims: ModelDims | None = None) -> FittedGpu:
+    """The fit of ``linear`` points (:func:`linear_points`), ``elementwise`` ones and an
+    ``attention`` grid (``AttentionTime`` rows of a model of ``attention_dims``:
+    ``attention.py``); the tile of :data:`TILES` with the smallest median absolute error on
+    ``linear``."""
     if not linear:
         raise ValueError(f"{source}: no linear op to fit")
     t_min = min(p[-1] for p in [*linear, *elementwise])
@@ -211,6 +235,8 @@ def fit_gpu(gpu: str, source: str, linear: list, elementwise: list = ()) -> Fitt
             inv_bw = float(np.min(t / n_bytes)) * 1e-3
         classes[c] = (float(max(t0, 0.0)), float(1 / inv_bw))
     model = dataclasses.replace(model, elementwise=classes)
+    if attention:
+        model = dataclasses.replace(model, attention=fit_attention(attention, attention_dims).as_dict())
     for name in ("bw", "fl"):
         if not all(math.isfinite(v) and v > 0 for v in getattr(model, name)):
             raise ValueError(f"{source}: the fit of {name} is not positive and finite")

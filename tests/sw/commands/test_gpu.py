@@ -51,6 +51,32 @@ def test_fit_then_check_writes_both_sections(tmp_path, capsys):
     assert "fitted:" in text and "roofline:" in text
 
 
+def test_an_attention_grid_is_fitted_and_checked_by_call(tmp_path):
+    """An attention.csv beside the dense table: the fit gets its attention part and the check
+    reports attention (and its cache-resident corner apart) by call type."""
+    profile = table(tmp_path)
+    rows = ["prefill_chunk,kv_prefill,n_decode,kv_decode,time_us"]
+    for n in (1, 16, 64):
+        for s in (128, 4096, 16384):                  # 4 KiB of K and V per token and layer
+            rows.append(f"0,0,{n},{s},{8 + n * s * 4096 / 0.9e6:.3f}")
+    for c in (64, 512):
+        rows.append(f"{c},0,0,0,{8 + 4 * c * (c + 1) / 2 * 4096 / 80e6:.3f}")
+        rows.append(f"{c},0,4,1024,{8 + 4 * c * (c + 1) / 2 * 4096 / 80e6 + 4 * 1024 * 4096 / 0.3e6:.3f}")
+    (profile / "attention.csv").write_text("\n".join(rows) + "\n")
+    fit = tmp_path / "fit.json"
+    assert main(["gpu-fit", "--profile", str(profile), "--gpu", "rtx4090", "--out", str(fit)]) == 0
+    assert json.loads(fit.read_text())["fit"]["attention"]["bw"] > 0
+    out = tmp_path / "check.json"
+    assert main(["gpu-check", "--profile", str(profile), "--gpu", "rtx4090", "--fit", str(fit),
+                 "--out", str(out)]) == 0
+    check = json.loads(out.read_text())
+    assert {"attention_decode", "attention_prefill", "attention_mixed"} <= set(check["fitted"]["by_op"])
+    assert check["fitted"]["by_op"]["attention_decode"]["median_abs_pct"] < 10
+    kinds = set(check["fitted"]["by_kind"])
+    assert "attention" in kinds and kinds <= {"linear", "elementwise", "attention",
+                                              "attention_cache_resident"}
+
+
 def test_check_of_the_shared_rtx4090_table_with_the_committed_fit(tmp_path):
     """The committed fit (sw/configs/gpus/fits/rtx4090.json) against the table it came from."""
     out = tmp_path / "check.json"

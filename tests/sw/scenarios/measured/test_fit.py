@@ -79,3 +79,24 @@ def test_the_rtx4090_fit_reproduces_its_table():
     model = fit_gpu("RTX 4090", "shared", linear, elementwise_points(tables, LLAMA31_8B))
     assert len(linear) == 608 and np.median(errors(model, linear)) < 5
     assert set(model.elementwise) == {"norm", "activation", "rotary", "embedding"}
+
+
+def test_the_attention_fit_finds_the_decode_rate_the_corner_and_the_prefill_rate():
+    """A grid made by a known law: 10 us launch, decode caches at 900 GB/s except those of at
+    most 64 MB (1.2 TB/s, the cache), prefill at 100 TFLOP/s."""
+    from ndpdimm.sw.scenarios.measured.attention import attention_work, fit_attention
+    from ndpdimm.sw.scenarios.measured.tables import AttentionTime
+    dims = ModelDims("m", 4096, 32, 8, 14336, 32000)
+    rows = []
+    for c, p, n, s in ([(0, 0, n, s) for n in (1, 4, 16, 64) for s in (128, 1024, 4096, 16384)]
+                       + [(c, p, 0, 0) for c in (64, 256, 1024) for p in (0, 1024)]):
+        row = AttentionTime(c, p, n, s, 1.0, 0)
+        b, f = attention_work(row, dims)
+        t = 10e-6 + b / (1.2e12 if 0 < b <= 64e6 else 900e9) + f / 100e12
+        rows.append(AttentionTime(c, p, n, s, t, 0))
+    fit = fit_attention(rows, dims)
+    assert fit.t0 == pytest.approx(min(r.seconds for r in rows))
+    assert fit.bw == pytest.approx(900e9, rel=0.05) and fit.corner_bw == pytest.approx(1.2e12, rel=0.1)
+    assert 16e6 < fit.corner_bytes <= 64e6
+    err = [abs(fit.seconds(r, dims) / r.seconds - 1) for r in rows]
+    assert np.median(err) < 0.05
