@@ -69,7 +69,8 @@ def _brief(section) -> dict:
     return {"median_abs_pct": section["median_abs_pct"], "max_abs_pct": section["max_abs_pct"],
             "median_pct": section["median_pct"],
             **{kind: {k: v[k] for k in ("points", "median_abs_pct", "max_abs_pct", "median_pct")}
-               | {"by_tokens": v["by_tokens"]} for kind, v in section["by_kind"].items()}}
+               | {k: v[k] for k in ("by_tokens", "by_op") if k in v}
+               for kind, v in section["by_kind"].items()}}
 
 
 def _check(fitted, tables, dims, gpu) -> dict:

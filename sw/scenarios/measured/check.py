@@ -53,6 +53,10 @@ def _section(rows, key) -> dict:
         if not mine and kind.startswith("attention"):
             continue
         out["by_kind"][kind] = {**_summary(_errors(mine, key)), "by_tokens": _by_tokens(mine, key)}
+        if kind.startswith("attention"):         # decode, prefill and mixed calls apart
+            out["by_kind"][kind]["by_op"] = {
+                op: _summary(_errors([r for r in mine if r["op"] == op], key))
+                for op in sorted({r["op"] for r in mine})}
     out["by_op"] = {op: _summary(_errors([r for r in rows if r["op"] == op], key))
                     for op in sorted({r["op"] for r in rows})}
     return out
