@@ -5,7 +5,8 @@ with only PyTorch) and write the table in LLMServingSim's format with a ``meta.y
 
 ``--model``: a built-in model of any scenario or a ``config.json``; ``--device`` (``cuda``,
 ``cuda:1``, ``cpu``: the CPU device is ``ndpdimm cpu-profile``'s); ``--dtype``; ``--tokens``;
-``--iterations``; ``--out DIR``.
+``--iterations``; ``--out DIR``. The command adds the provenance fields (``git_commit``,
+``git_dirty``, ``command``, ``date``: ``cosim/provenance.py``) to ``meta.yaml``.
 """
 
 import argparse
@@ -52,6 +53,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--device {args.device}: torch sees no CUDA device here (--device cpu "
                          "profiles the CPU)")
     profile(dims, args.device, args.dtype, tokens, iterations=args.iterations, out=args.out)
+    import json
+    from pathlib import Path
+
+    from ndpdimm.cosim.provenance import command_line, stamp
+    with (Path(args.out) / "meta.yaml").open("a") as f:     # which code measured it, and how
+        for key, value in stamp(command_line()).items():
+            f.write(f"{key}: {json.dumps(value)}\n")
     print(f"wrote {args.out}/dense.csv and meta.yaml (read them back with ndpdimm gpu-fit "
           f"--profile {args.out} --model {args.model})")
     return 0

@@ -48,6 +48,7 @@ def test_the_command_writes_the_table_and_refuses_bad_requests(tmp_path, capsys)
     assert main(["cpu-profile", "--model", "llama2-7b", "--tokens", "1", "--iterations", "1",
                  "--out", str(out)]) == 0
     assert (out / "dense.csv").read_text().startswith("layer,tokens,time_us\n")
+    assert "git_commit:" in (out / "meta.yaml").read_text()
     capsys.readouterr()
     assert main(["cpu-profile", "--tokens", "1,x", "--out", str(tmp_path / "b")]) == 2
     assert "--tokens must be comma-separated integers" in capsys.readouterr().err
