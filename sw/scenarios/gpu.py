@@ -1,4 +1,4 @@
-"""Roofline time model of the GPU kernels the scenarios run (a documented model, not a measurement).
+"""Time model of the GPU kernels the scenarios run: a roofline, or a fit to measured tables.
 
 A kernel that does ``flops`` floating-point operations and moves ``bytes`` of
 GPU memory takes
@@ -13,6 +13,12 @@ W[k, n]`` does ``2 m n k`` flops and moves its weights once (``n k``), its
 inputs (``m k``) and outputs (``m n``): decode (m = batch, a few tokens) is
 memory-bound, prefill (m = prompt tokens) compute-bound; :meth:`linear`
 reports which bound applied so a reader can see why.
+
+Given a ``fitted`` model (``sw/scenarios/measured/fit.py``: a GPU's achieved bandwidth and
+FLOP/s fitted to its measured operator table, ``sw/configs/gpus/fits/``), a 16-bit linear layer
+and an attention call take the fit's time instead (``bound`` is then ``"measured"``); other
+kernels (:meth:`GpuModel.kernel`) stay on the roofline. Which scenarios charge the fit is their
+hardware file's choice (issue 44: none does yet).
 """
 
 import dataclasses
@@ -21,22 +27,26 @@ from ndpdimm.sw.scenarios.catalog import Gpu
 
 __all__ = ["GpuModel", "KernelTime"]
 
+ELEM_FITTED = 2          # the fitted models count 16-bit elements
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelTime:
     seconds: float
     flops: float
     bytes: float
-    bound: str            # "compute" or "memory"
+    bound: str            # "compute", "memory" or "measured" (the fitted model's time)
 
 
 class GpuModel:
-    """Kernel times on ``gpu`` (see the module docstring)."""
+    """Kernel times on ``gpu``, on its ``fitted`` model where given (see the module docstring)."""
 
-    def __init__(self, gpu: Gpu):
+    def __init__(self, gpu: Gpu, fitted=None):
         if not isinstance(gpu, Gpu):
             raise ValueError(f"gpu must be a catalog.Gpu, got {gpu!r}")
-        self.gpu = gpu
+        if fitted is not None and not callable(getattr(fitted, "linear_seconds", None)):
+            raise ValueError(f"fitted must be a fitted GPU model (FittedGpu), got {fitted!r}")
+        self.gpu, self.fitted = gpu, fitted
         self.flops_per_s = gpu.fp16_tflops * 1e12 * gpu.compute_efficiency
         self.bytes_per_s = gpu.memory_bandwidth_gbs * 1e9 * gpu.memory_efficiency
         self.overhead_s = gpu.kernel_overhead_us * 1e-6
@@ -57,6 +67,9 @@ class GpuModel:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
         flops = 2.0 * tokens * n_out * n_in
         n_bytes = float(n_out * n_in + tokens * n_in + tokens * n_out) * elem_bytes
+        if self.fitted is not None and elem_bytes == ELEM_FITTED and tokens:
+            return KernelTime(float(self.fitted.linear_seconds(tokens, n_out, n_in)), flops,
+                              n_bytes, "measured")
         return self.kernel(flops, n_bytes)
 
     def attention(self, batch: int, queries: int, context: int, heads: int, kv_heads: int,
@@ -66,4 +79,20 @@ class GpuModel:
         flops = 4.0 * batch * queries * context * heads * head_dim
         n_bytes = float(2 * batch * context * kv_heads * head_dim +
                         2 * batch * queries * heads * head_dim) * elem_bytes
+        if (self.fitted is not None and self.fitted.attention and elem_bytes == ELEM_FITTED
+                and batch and queries):
+            return KernelTime(self._fitted_attention(batch, queries, context, heads, kv_heads,
+                                                     head_dim), flops, n_bytes, "measured")
         return self.kernel(flops, n_bytes)
+
+    def _fitted_attention(self, batch, queries, context, heads, kv_heads, head_dim) -> float:
+        """One decode call of ``batch`` sequences (one query each), or ``batch`` prefill calls
+        of ``queries`` tokens over ``context - queries`` cached ones, on the fit's grid."""
+        from ndpdimm.sw.scenarios.measured.ops import ModelDims
+        from ndpdimm.sw.scenarios.measured.tables import AttentionTime
+        dims = ModelDims("attention", heads * head_dim, heads, kv_heads, 1, 1)
+        if queries == 1:
+            return float(self.fitted.attention_seconds(AttentionTime(0, 0, batch, context, 0.0, 0),
+                                                       dims))
+        call = AttentionTime(queries, max(0, context - queries), 0, 0, 0.0, 0)
+        return batch * float(self.fitted.attention_seconds(call, dims))

@@ -13,8 +13,10 @@ and ``head_dim``, the decode part reads its K and V caches,
   calls (DRAM-bound), except in the **cache-resident corner**: decode calls whose caches fit the
   GPU's last-level cache run faster than its DRAM allows. The corner is found in the data, as
   the calls reaching more than 1.15 times the DRAM-bound rate; ``corner_bytes`` is the largest
-  of them and ``corner_bw`` their median rate. On the RTX 4090 the corner ends near its 72 MB
-  L2.
+  cache among them, and the corner holds the calls of smaller caches (``corner_bw``: their
+  median rate). The largest is a boundary case: on the RTX 4090 (72 MB of L2), 67 MB of K/V
+  run from the cache as one sequence of 16,384 tokens, not as sixteen of 1,024, so the corner
+  ends just below it.
 * ``fl(c)``: the prefill rate per chunk size, the median of ``F / (t - t0)`` over the
   prefill-only calls of that chunk that are not launch-bound, made non-decreasing, power-law
   between chunks;
@@ -72,7 +74,7 @@ class AttentionFit:
     def is_corner(self, row, dims) -> bool:
         """A decode call whose caches fit the last-level cache (the corner of the fit)."""
         n_bytes, _ = attention_work(row, dims)
-        return 0 < n_bytes <= self.corner_bytes
+        return 0 < n_bytes < self.corner_bytes
 
     def as_dict(self) -> dict:
         return {f.name: (list(v) if isinstance(v, tuple) else v)

@@ -100,3 +100,23 @@ def test_the_attention_fit_finds_the_decode_rate_the_corner_and_the_prefill_rate
     assert 16e6 < fit.corner_bytes <= 64e6
     err = [abs(fit.seconds(r, dims) / r.seconds - 1) for r in rows]
     assert np.median(err) < 0.05
+
+
+def test_the_gpu_model_charges_the_fit_where_given():
+    """``GpuModel(gpu, fitted)``: the RTX 4090's committed fit against the measured table's own
+    points (a decode GEMV, a prefill GEMM, a decode attention call), the roofline without it."""
+    from ndpdimm.sw.scenarios.gpu import GpuModel
+    from ndpdimm.sw.scenarios.measured.gpus import fit_path, load_fit, load_gpu
+    gpu, fitted = load_gpu("rtx4090"), load_fit(fit_path("rtx4090"))
+    measured = GpuModel(gpu, fitted)
+    roof = GpuModel(gpu)
+    gemv = measured.linear(1, 4096, 14336)                 # down_proj, 1 token: 126.8 us measured
+    assert gemv.bound == "measured" and gemv.seconds == pytest.approx(126.8e-6, rel=0.05)
+    assert roof.linear(1, 4096, 14336).seconds > 1.05 * gemv.seconds
+    gemm = measured.linear(2048, 2 * 14336, 4096)          # gate_up_proj, 2048: 2896.8 us
+    assert gemm.seconds == pytest.approx(2896.8e-6, rel=0.05)
+    att = measured.attention(16, 1, 4096, 32, 8, 128)      # 16 sequences x 4096: 315.5 us
+    assert att.bound == "measured" and att.seconds == pytest.approx(315.5e-6, rel=0.10)
+    assert measured.linear(1, 4096, 14336, elem_bytes=1).bound != "measured"   # INT8: roofline
+    with pytest.raises(ValueError, match="fitted must be a fitted GPU model"):
+        GpuModel(gpu, fitted="rtx4090")
