@@ -26,7 +26,7 @@ from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.sw.commands.gpu_check import profiled_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.measured.check import compare
-from ndpdimm.sw.scenarios.measured.fit import elementwise_points, fit_gpu, linear_points
+from ndpdimm.sw.scenarios.measured.fit import fit_tables
 from ndpdimm.sw.scenarios.measured.gpus import load_gpu
 from ndpdimm.sw.scenarios.measured.tables import read_profile, select
 
@@ -58,9 +58,7 @@ def _load(folder: Path, key: str):
 
 
 def _fit(name, tables, dims):
-    return fit_gpu(name, "; ".join(str(t.path) for t in tables if t.ops or t.attention),
-                   linear_points(tables, dims), elementwise_points(tables, dims),
-                   [a for t in tables for a in t.attention], dims)
+    return fit_tables(name, [(tables, dims)])
 
 
 def _brief(section) -> dict:

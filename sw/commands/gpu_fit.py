@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ndpdimm.sw.result_files import write_json
     from ndpdimm.sw.scenarios.gpu import GpuModel
     from ndpdimm.sw.scenarios.measured.check import compare
-    from ndpdimm.sw.scenarios.measured.fit import elementwise_points, fit_gpu, linear_points
+    from ndpdimm.sw.scenarios.measured.fit import fit_tables
     from ndpdimm.sw.scenarios.measured.gpus import load_gpu
     from ndpdimm.sw.scenarios.measured.tables import select
     gpu = load_gpu(args.gpu)
@@ -48,22 +48,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--exclude-op {', '.join(unknown)}: not an op of the tables "
                          f"({', '.join(sorted(known))})")
     part = [(select(ts, exclude_ops=args.exclude_op, tp=args.tp), d) for ts, d in loaded]
-    linear = [p for ts, d in part for p in linear_points(ts, d)]
-    elementwise = [p for ts, d in part for p in elementwise_points(ts, d)]
-    source = "; ".join(str(t.path) for ts, _ in loaded for t in ts if t.ops or t.attention)
-    grid = [(a, t.dims or d) for ts, d in part for t in ts for a in t.attention]
-    if len({id(d) for _, d in grid}) > 1:
-        raise ValueError("attention grids of several models: fit them one --profile at a time")
-    fitted = fit_gpu(gpu.name, source, linear, elementwise, [a for a, _ in grid],
-                     grid[0][1] if grid else None)
+    fitted = fit_tables(gpu.name, part)
     tables = [t for ts, _ in loaded for t in ts]
     dims = next((d for _, d in loaded if d is not None), None)
     result = compare(tables, dims, fitted, GpuModel(gpu))
-    print(f"{gpu.name}: fitted to {len(linear)} linear and {len(elementwise)} element-wise ops "
-          f"(tile {fitted.tile} tokens)")
+    print(f"{gpu.name}: fitted to {fitted.source} (tile {fitted.tile} tokens)")
     print(format_comparison(gpu.name, result))
     out = args.out or f"build/gpu/{Path(args.gpu).stem}.json"
-    doc = {"gpu": gpu.name, "source": source, "model": None if dims is None else dims.name,
+    doc = {"gpu": gpu.name, "source": fitted.source, "model": None if dims is None else dims.name,
            "excluded_ops": args.exclude_op, "tp": args.tp,
            "fit": fitted.as_dict(),
            "error_on_its_tables": {"fitted": result["fitted"], "roofline": result["roofline"]}}

@@ -34,6 +34,8 @@ import dataclasses
 
 import numpy as np
 
+from ndpdimm.sw.scenarios.measured.curves import interp_log
+
 __all__ = ["AttentionFit", "fit_attention", "attention_work", "CORNER_FACTOR"]
 
 CORNER_FACTOR = 1.15
@@ -63,11 +65,9 @@ class AttentionFit:
         n_bytes, flops = attention_work(row, dims)
         pre = 0.0
         if flops:
-            pre = flops / float(np.exp(np.interp(np.log(row.prefill_chunk), np.log(self.fl_chunks),
-                                                 np.log(self.fl))))
+            pre = flops / float(interp_log(row.prefill_chunk, self.fl_chunks, self.fl))
         if flops and n_bytes and self.mixed_bw:
-            rate = float(np.exp(np.interp(np.log(row.n_decode), np.log(self.mixed_n),
-                                          np.log(self.mixed_bw))))
+            rate = float(interp_log(row.n_decode, self.mixed_n, self.mixed_bw))
             return self.t0 + n_bytes / rate + pre
         return self.t0 + n_bytes / (self.corner_bw if self.is_corner(row, dims) else self.bw) + pre
 

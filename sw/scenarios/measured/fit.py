@@ -45,9 +45,10 @@ import math
 import numpy as np
 
 from ndpdimm.sw.scenarios.measured.attention import AttentionFit, fit_attention
+from ndpdimm.sw.scenarios.measured.curves import at_most_linear, envelope, interp_log
 from ndpdimm.sw.scenarios.measured.ops import CLASSES, ModelDims, op_shape
 
-__all__ = ["FittedGpu", "fit_gpu", "linear_points", "elementwise_points", "TILES", "SMOOTH_P"]
+__all__ = ["FittedGpu", "fit_gpu", "fit_tables", "linear_points", "elementwise_points", "TILES", "SMOOTH_P"]
 
 TILES = (1, 32, 64, 128)
 SMOOTH_P = 4.0
@@ -81,28 +82,6 @@ def elementwise_points(tables, dims: ModelDims | None = None) -> list:
     return out
 
 
-def _envelope(x, y):
-    """Sorted ``x`` and the running maximum of ``y`` along it (duplicates of ``x`` merged)."""
-    order = np.argsort(x, kind="stable")
-    xs, ys = np.asarray(x, float)[order], np.maximum.accumulate(np.asarray(y, float)[order])
-    keep = np.append(xs[1:] != xs[:-1], True)
-    return xs[keep], ys[keep]
-
-
-def _at_most_linear(xs, ys):
-    """``ys`` lowered where it grows faster than ``xs`` between two knots, so that ``x / y``
-    never decreases: a larger transfer or GEMM never takes less time."""
-    ys = np.array(ys, float)
-    for i in range(1, len(ys)):
-        ys[i] = min(ys[i], ys[i - 1] * xs[i] / xs[i - 1])
-    return ys
-
-
-def _interp_log(x, xs, ys):
-    """Power-law interpolation between knots (linear in log-log), flat beyond them."""
-    return np.exp(np.interp(np.log(np.asarray(x, float)), np.log(xs), np.log(ys)))
-
-
 def _padded(m, tile):
     m = np.asarray(m, float)
     return np.where(m > tile, np.ceil(m / tile) * tile, m)
@@ -134,9 +113,9 @@ class FittedGpu:
         """Time of ``Y[tokens, n_out] = X[tokens, n_in] W^T`` (16-bit; arrays broadcast)."""
         m, n, k = (np.asarray(v, float) for v in (tokens, n_out, n_in))
         n_bytes = ELEM * (n * k + m * k + m * n)
-        mem = n_bytes / _interp_log(n_bytes, self.bw_bytes, self.bw)
+        mem = n_bytes / interp_log(n_bytes, self.bw_bytes, self.bw)
         mp = _padded(m, self.tile)
-        comp = 2 * mp * n * k / _interp_log(mp, self.fl_tokens, self.fl)
+        comp = 2 * mp * n * k / interp_log(mp, self.fl_tokens, self.fl)
         return np.maximum(self.t_min, _smooth_max(mem, comp))
 
     def elementwise_seconds(self, op_class: str, tokens, width):
@@ -182,9 +161,9 @@ class FittedGpu:
 def _fit_linear(points, tile, t_min):
     m, n, k, t = (np.array([p[i] for p in points], float) for i in (2, 3, 4, 5))
     n_bytes = ELEM * (n * k + m * k + m * n)
-    bw_x, bw_y = _envelope(n_bytes, n_bytes / t)
-    bw_y = _at_most_linear(bw_x, bw_y)
-    mem = n_bytes / _interp_log(n_bytes, bw_x, bw_y)
+    bw_x, bw_y = envelope(n_bytes, n_bytes / t)
+    bw_y = at_most_linear(bw_x, bw_y)
+    mem = n_bytes / interp_log(n_bytes, bw_x, bw_y)
     mp = _padded(m, tile)
     flops = 2 * mp * n * k
     counts, best = [], []
@@ -199,7 +178,7 @@ def _fit_linear(points, tile, t_min):
     if not counts:                    # a table of GEMVs only: compute never binds
         counts, best = [1.0], [float(np.max(flops / t)) * 1e3]
     counts = np.array(counts)
-    fl = _at_most_linear(counts, np.maximum.accumulate(np.array(best)))
+    fl = at_most_linear(counts, np.maximum.accumulate(np.array(best)))
     return bw_x, bw_y, counts, fl, t_min
 
 
@@ -241,3 +220,16 @@ def fit_gpu(gpu: str, source: str, linear: list, elementwise: list = (), attenti
         if not all(math.isfinite(v) and v > 0 for v in getattr(model, name)):
             raise ValueError(f"{source}: the fit of {name} is not positive and finite")
     return model
+
+
+def fit_tables(gpu: str, groups) -> FittedGpu:
+    """The fit of whole profile tables: ``groups`` is ``[(tables, dims), ...]``, each group's
+    tables of one profiled model (``dims`` where a table carries none); its ``source`` names
+    every table it read. An attention grid of more than one model is refused."""
+    grid = [(a, t.dims or d) for ts, d in groups for t in ts for a in t.attention]
+    if len({d for _, d in grid}) > 1:
+        raise ValueError("attention grids of several models: fit them one --profile at a time")
+    source = "; ".join(str(t.path) for ts, _ in groups for t in ts if t.ops or t.attention)
+    return fit_gpu(gpu, source, [p for ts, d in groups for p in linear_points(ts, d)],
+                   [p for ts, d in groups for p in elementwise_points(ts, d)],
+                   [a for a, _ in grid], grid[0][1] if grid else None)
