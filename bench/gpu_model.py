@@ -11,32 +11,43 @@ Reads the public tables of ``--gpu-profiles DIR`` (default ``$NDPDIMM_GPU_PROFIL
 * ``h100_sxm``: fitted to the Mixtral-8x7B table (LLMServingSim, vLLM) and checked on it and on
   the Llama-2-70B table (Vidur, another profiler and model), and the other way round;
 * ``a100_80gb``: fitted to the Llama-2-70B table at tensor-parallel degrees 1, 2, 4 and checked
-  at 8 (one model only: no other table of an A100).
+  at 8 (one model only: no other table of an A100); the all-reduce table of one DGX A100
+  (``collectives.py``) against its own fit, and 4 GPUs predicted from the fit of 2 and 8 alone
+  (``all_reduce``: error per worker count, no roofline).
 
-The roofline in each check is the GPU's catalogue entry (``sw/configs/gpus/``): datasheet peaks
-times the assumed efficiencies. Takes about a minute.
+The roofline in each check is the GPU's catalogue entry (``sw/configs/gpus/``) without its fit:
+datasheet peaks times the efficiencies measured as the fit's sustained rates (the best the card
+reached: a ceiling, so the roofline runs fast where the fit does not). Takes about a minute.
 """
 
+import dataclasses
 import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.sw.commands.gpu_check import profiled_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.measured.check import compare
+from ndpdimm.sw.scenarios.measured.collectives import fit_all_reduce, read_all_reduce
 from ndpdimm.sw.scenarios.measured.fit import fit_tables
 from ndpdimm.sw.scenarios.measured.gpus import load_gpu
 from ndpdimm.sw.scenarios.measured.tables import read_profile, select
 
-__all__ = ["run_gpu_model_bench", "profiles_folder", "TABLES"]
+__all__ = ["run_gpu_model_bench", "profiles_folder", "TABLES", "ALL_REDUCE"]
 
 #: the tables of the shared folder the suite reads: key -> (path under it, GPU of the catalogue)
 TABLES = {"rtx4090_llama31_8b": ("llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1", "rtx4090"),
           "h100_mixtral": ("llmservingsim/h100/mixtral-8x7b-tp1", "h100-sxm"),
           "h100_llama2_70b": ("vidur/h100/llama-2-70b", "h100-sxm"),
           "a100_llama2_70b": ("vidur/a100/llama-2-70b", "a100-80gb")}
+
+
+#: the all-reduce table of one DGX A100, under the same folder
+ALL_REDUCE = "vidur/a100/network/all_reduce_dgx.csv"
 
 
 def profiles_folder(path=None) -> Path:
@@ -72,9 +83,26 @@ def _brief(section) -> dict:
 
 
 def _check(fitted, tables, dims, gpu) -> dict:
-    result = compare(tables, dims, fitted, GpuModel(load_gpu(gpu)))
+    result = compare(tables, dims, fitted, GpuModel.roofline(load_gpu(gpu)))
     return {"fitted": _brief(result["fitted"]), "roofline": _brief(result["roofline"]),
             "by_op_fitted": result["fitted"]["by_op"]}
+
+
+def _all_reduce_errors(fit, rows, workers) -> dict:
+    e = np.array([fit.time(s, workers) / t - 1 for s, t in rows]) * 100
+    return {"points": len(e), "median_abs_pct": round(float(np.median(np.abs(e))), 2),
+            "max_abs_pct": round(float(np.max(np.abs(e))), 2),
+            "median_pct": round(float(np.median(e)), 2)}
+
+
+def _all_reduce_checks(path) -> dict:
+    table, fit = read_all_reduce(path), fit_all_reduce(path)
+    keep = [i for i, n in enumerate(fit.workers) if n != 4]
+    held = dataclasses.replace(fit, workers=tuple(fit.workers[i] for i in keep),
+                               sizes=tuple(fit.sizes[i] for i in keep),
+                               seconds=tuple(fit.seconds[i] for i in keep))
+    return {"self": {str(n): _all_reduce_errors(fit, rows, n) for n, rows in table.items()},
+            "fit_2_8_check_4": _all_reduce_errors(held, table[4], 4)}
 
 
 def run_gpu_model_bench(out="bench/results/gpu_model.json", profiles=None, log=print) -> dict:
@@ -110,7 +138,8 @@ def run_gpu_model_bench(out="bench/results/gpu_model.json", profiles=None, log=p
     part = _fit("A100", select(a100, tp=(1, 2, 4)), None)
     doc["a100_80gb"] = {"fit_tp124_check_tp8": _check(part, select(a100, tp=(8,)), None, "a100-80gb"),
                         "fit_all_check_all": _check(_fit("A100", a100, None), a100, None,
-                                                    "a100-80gb")}
+                                                    "a100-80gb"),
+                        "all_reduce": _all_reduce_checks(folder / ALL_REDUCE)}
     doc["wall_seconds"] = round(time.perf_counter() - t0, 1)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(dumps_finite(doc, out))

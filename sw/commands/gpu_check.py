@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     dims = next((d for _, d in loaded if d is not None), None)
     if len({d for _, d in loaded if d is not None}) > 1:
         raise ValueError("--profile tables of different models: check them one --profile at a time")
-    result = compare(tables, dims, fitted, GpuModel(gpu))
+    result = compare(tables, dims, fitted, GpuModel.roofline(gpu))
     print(format_comparison(gpu.name, result))
     if fitted is None:
         print(f"note: no fit for {args.gpu} (ndpdimm gpu-fit makes one): the roofline only",

@@ -106,11 +106,11 @@ _B1 = "llama2_70b_b1_tokens_per_s"
 _SPEEDUP = "speedup_vs_dejavu_avg"
 #: the parameters each headline's tornado moves (full run / reduced run)
 _TORNADO = {
-    _B1: ["active_fraction", "recall_floor", "gpu_memory_efficiency", "pcie_protocol_efficiency",
+    _B1: ["active_fraction", "recall_floor", "gpu_memory_bandwidth_gbs", "pcie_protocol_efficiency",
           "dimms", "units", "prompt_tokens"],
     _SPEEDUP: ["recall_floor", "pcie_protocol_efficiency"],
 }
-_TORNADO_REDUCED = {_B1: ["recall_floor", "gpu_memory_efficiency"], _SPEEDUP: ["recall_floor"]}
+_TORNADO_REDUCED = {_B1: ["recall_floor", "gpu_memory_bandwidth_gbs"], _SPEEDUP: ["recall_floor"]}
 
 
 def choose_operating_point(points: list[dict], floor: float) -> dict | None:
@@ -159,7 +159,7 @@ class _Runner:
     def hardware(self, v: dict):
         hw = load_hardware(v["hardware"])
         return dataclasses.replace(
-            hw, gpu=dataclasses.replace(hw.gpu, memory_efficiency=float(v["gpu_memory_efficiency"])),
+            hw, gpu=dataclasses.replace(hw.gpu, memory_bandwidth_gbs=float(v["gpu_memory_bandwidth_gbs"])),
             pcie=dataclasses.replace(hw.pcie, protocol_efficiency=float(v["pcie_protocol_efficiency"])))
 
     def workload(self, cfg: HermesConfig):
@@ -173,7 +173,7 @@ class _Runner:
         return self._workloads[key]
 
     def costs(self, cfg: HermesConfig, v: dict):
-        key = (cfg.batch, cfg.units, v["gpu_memory_efficiency"], v["pcie_protocol_efficiency"])
+        key = (cfg.batch, cfg.units, v["gpu_memory_bandwidth_gbs"], v["pcie_protocol_efficiency"])
         if key not in self._costs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")      # the 256-unit core borrows a calibration
@@ -341,7 +341,7 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
         "metric": "tokens/s = batch x decode steps / decode time (generated tokens only; "
                   "prefill excluded)",
         "hardware": v["hardware"], "dimms": int(v["dimms"]), "units_per_dimm": int(v["units"]),
-        "gpu_memory_efficiency": v["gpu_memory_efficiency"],
+        "gpu_memory_bandwidth_gbs": v["gpu_memory_bandwidth_gbs"],
         "pcie_protocol_efficiency": v["pcie_protocol_efficiency"],
         "ndp_backend": "model (calibrated performance model of the NDP core)",
         "activation_statistics": {

@@ -60,7 +60,7 @@ BASELINES = ("gpu_only", "gpu_cpu", "gpu_ndp")
 #: the ablation's intermediate TriMoE variants: name -> (refinement, dynamic layout)
 VARIANTS = {"trimoe_greedy_static": (False, False), "trimoe_static": (True, False)}
 #: the parameters each headline is swept over (each has a sourced range in the parameter file)
-SENSITIVITY = ("routing.hot_mass", "hardware.pcie_gbs", "hardware.gpu_half_efficiency_tokens",
+SENSITIVITY = ("routing.hot_mass", "hardware.pcie_gbs", "hardware.gpu_memory_bandwidth_gbs",
                "hardware.amx_bf16_tflops", "ndp.units")
 #: parameters of the NDP core: the NDP costs are measured again at each end of their range
 _NDP_PARAMS = ("ndp.units",)
@@ -89,7 +89,7 @@ _HEADLINES = ("decode_speedup_max", "decode_speedup_min", "e2e_speedup_max", "e2
 #: parameter -> (hardware table, field) it overrides; the parameter file's value must be the
 #: catalogue's (pcie_gbs is the PCIe's achieved bandwidth, moved through its protocol efficiency)
 _HARDWARE = {"hardware.pcie_gbs": ("pcie", "gbytes_per_s"),
-             "hardware.gpu_half_efficiency_tokens": ("gpu", "half_efficiency_tokens"),
+             "hardware.gpu_memory_bandwidth_gbs": ("gpu", "memory_bandwidth_gbs"),
              "hardware.amx_bf16_tflops": ("cpu", "amx_bf16_tflops")}
 
 

@@ -112,6 +112,14 @@ class Gpu:
     compute_efficiency: float
     memory_efficiency: float
     kernel_overhead_us: float
+    # "" (the roofline above), a GPU of sw/configs/gpus whose measured fit this card charges
+    # (carried through the datasheet ratios), or a fit's .json: measured/gpus.py fit_for
+    measured: str
+
+    def __post_init__(self):
+        if self.measured:                     # refused at load: an unknown name, a missing fit
+            from ndpdimm.sw.scenarios.measured.gpus import check_measured
+            check_measured(self.measured)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,9 +16,12 @@ reports which bound applied so a reader can see why.
 
 Given a ``fitted`` model (``sw/scenarios/measured/fit.py``: a GPU's achieved bandwidth and
 FLOP/s fitted to its measured operator table, ``sw/configs/gpus/fits/``), a 16-bit linear layer
-and an attention call take the fit's time instead (``bound`` is then ``"measured"``); other
-kernels (:meth:`GpuModel.kernel`) stay on the roofline. Which scenarios charge the fit is their
-hardware file's choice (issue 44: none does yet).
+and an attention call take the fit's time instead (``bound`` is then ``"measured"``), and an
+all-reduce (:meth:`GpuModel.all_reduce`) the fit's measured all-reduce table where it has one;
+other kernels (:meth:`GpuModel.kernel`) stay on the roofline. The fit is the hardware file's
+choice: its GPU's ``measured`` key (``""``: the roofline; a GPU of ``sw/configs/gpus``: that
+card's fit, carried through the datasheet ratios: ``measured/gpus.py`` ``fit_for``), which
+``GpuModel(gpu)`` follows unless a ``fitted`` model is passed.
 """
 
 import dataclasses
@@ -46,10 +49,18 @@ class GpuModel:
             raise ValueError(f"gpu must be a catalog.Gpu, got {gpu!r}")
         if fitted is not None and not callable(getattr(fitted, "linear_seconds", None)):
             raise ValueError(f"fitted must be a fitted GPU model (FittedGpu), got {fitted!r}")
+        if fitted is None and gpu.measured:
+            from ndpdimm.sw.scenarios.measured.gpus import fit_for
+            fitted = fit_for(gpu)
         self.gpu, self.fitted = gpu, fitted
         self.flops_per_s = gpu.fp16_tflops * 1e12 * gpu.compute_efficiency
         self.bytes_per_s = gpu.memory_bandwidth_gbs * 1e9 * gpu.memory_efficiency
         self.overhead_s = gpu.kernel_overhead_us * 1e-6
+
+    @classmethod
+    def roofline(cls, gpu: Gpu) -> "GpuModel":
+        """The roofline of ``gpu`` alone, whatever fit its ``measured`` key names."""
+        return cls(dataclasses.replace(gpu, measured=""))
 
     def kernel(self, flops: float, n_bytes: float) -> KernelTime:
         """A kernel of ``flops`` operations moving ``n_bytes`` of GPU memory."""
@@ -84,6 +95,26 @@ class GpuModel:
             return KernelTime(self._fitted_attention(batch, queries, context, heads, kv_heads,
                                                      head_dim), flops, n_bytes, "measured")
         return self.kernel(flops, n_bytes)
+
+    def all_reduce(self, n_bytes: float, workers: int, link_gbs: float) -> float:
+        """Seconds of one all-reduce of ``n_bytes`` over ``workers`` GPUs of one node: the fit's
+        measured table where it has one, else a ring over links of ``link_gbs`` (GB/s per GPU):
+        two kernel overheads plus ``2 (n - 1) / n`` of the bytes at the link's rate."""
+        if n_bytes < 0 or workers < 1:
+            raise ValueError(f"n_bytes must be >= 0 and workers >= 1, got {n_bytes!r}, {workers!r}")
+        if workers == 1:
+            return 0.0
+        if self.fitted is not None and self.fitted.all_reduce:
+            return self.fitted.all_reduce_seconds(n_bytes, workers)
+        return 2 * self.overhead_s + 2 * (workers - 1) / workers * n_bytes / (link_gbs * 1e9)
+
+    @property
+    def source(self) -> str:
+        """What the linear and attention times come from, in words (for reports)."""
+        if self.fitted is None:
+            return (f"roofline ({self.gpu.compute_efficiency:g} of {self.gpu.fp16_tflops:g} "
+                    f"TFLOPS, {self.gpu.memory_efficiency:g} of {self.gpu.memory_bandwidth_gbs:g} GB/s)")
+        return f"measured: {self.fitted.source}"
 
     def _fitted_attention(self, batch, queries, context, heads, kv_heads, head_dim) -> float:
         """One decode call of ``batch`` sequences (one query each), or ``batch`` prefill calls

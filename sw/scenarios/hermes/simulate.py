@@ -510,11 +510,12 @@ def powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
 
 def datacenter_run(cfg, sh, dc):
     """``dc.count`` GPUs in tensor parallel: each holds 1/N of every matrix; two all-reduces of
-    the batch's hidden vector per layer over NVLink (ring: 2 (N-1)/N of the bytes)."""
+    the batch's hidden vector per layer, timed by the GPU's measured all-reduce table where its
+    fit has one (``GpuModel.all_reduce``), else a ring over NVLink (2 (N-1)/N of the bytes)."""
     tl = RunTally()
     g = GpuModel(dc.gpu())
     m, B, H, n = sh.model, sh.batch, sh.H, dc.count
-    ar = 2 * g.overhead_s + 2 * (n - 1) / n * sh.x_bytes / (dc.nvlink_gbs * 1e9)
+    ar = g.all_reduce(sh.x_bytes, n, dc.nvlink_gbs)
     for t in range(cfg.tokens):
         c = cfg.prompt + t
         per_layer = (g.linear(B, -(-sh.qkv_rows // n), H).seconds + g.linear(B, H, -(-H // n)).seconds +

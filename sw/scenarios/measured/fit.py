@@ -22,7 +22,12 @@
   memory- nor compute-bound;
 * ``t_min``: the fastest op of the table (linear or element-wise), a launch-and-tail floor.
 
-**Attention** (an attention grid): ``attention.py``.
+**Attention** (an attention grid): ``attention.py``. **All-reduce** (tensor parallelism, a
+network table: ``gpu-fit --all-reduce``): ``collectives.py``.
+
+**Another card** of no table (:meth:`FittedGpu.scaled`): the fit of a measured card with every
+achieved bandwidth scaled by the ratio of the two datasheets' memory bandwidths and every
+achieved FLOP/s by the ratio of their tensor peaks (the H100 PCIe from the SXM card's table).
 
 **Element-wise ops**, per class (norm, activation, rotary, embedding, add: ``ops.CLASSES``):
 ``t = t0 + B / bw``, ``B = 4 x tokens x width`` bytes (a 16-bit element read and one
@@ -45,6 +50,7 @@ import math
 import numpy as np
 
 from ndpdimm.sw.scenarios.measured.attention import AttentionFit, fit_attention
+from ndpdimm.sw.scenarios.measured.collectives import AllReduceFit
 from ndpdimm.sw.scenarios.measured.curves import at_most_linear, envelope, interp_log
 from ndpdimm.sw.scenarios.measured.ops import CLASSES, ModelDims, op_shape
 
@@ -108,6 +114,7 @@ class FittedGpu:
     fl: tuple
     elementwise: dict = dataclasses.field(default_factory=dict)
     attention: dict = dataclasses.field(default_factory=dict)
+    all_reduce: dict = dataclasses.field(default_factory=dict)
 
     def linear_seconds(self, tokens, n_out, n_in):
         """Time of ``Y[tokens, n_out] = X[tokens, n_in] W^T`` (16-bit; arrays broadcast)."""
@@ -136,6 +143,34 @@ class FittedGpu:
     def attention_corner(self, row, dims) -> bool:
         """Whether the call is in the fit's cache-resident corner (``attention.py``)."""
         return bool(self.attention) and AttentionFit.from_dict(self.attention).is_corner(row, dims)
+
+    def all_reduce_seconds(self, n_bytes: float, workers: int) -> float:
+        """One all-reduce of ``n_bytes`` over ``workers`` GPUs of one node (``collectives.py``)."""
+        if not self.all_reduce:
+            raise ValueError(f"the fit of {self.gpu} has no all-reduce table (gpu-fit --all-reduce)")
+        return AllReduceFit.from_dict(self.all_reduce).time(n_bytes, workers)
+
+    def scaled(self, gpu: str, memory: float, compute: float) -> "FittedGpu":
+        """This fit carried to another card ``gpu`` whose memory bandwidth is ``memory`` times
+        this one's and whose tensor peak is ``compute`` times: every achieved bandwidth (linear,
+        element-wise, attention) scales by ``memory``, every achieved FLOP/s by ``compute``; the
+        launch floors, the tile, the cache corner's size and the all-reduce times stay."""
+        if not (memory > 0 and compute > 0 and math.isfinite(memory) and math.isfinite(compute)):
+            raise ValueError(f"scale factors must be positive and finite, got {memory!r}, {compute!r}")
+        att = dict(self.attention)
+        for k in ("bw", "corner_bw"):
+            if k in att:
+                att[k] = att[k] * memory
+        if att.get("mixed_bw"):
+            att["mixed_bw"] = [v * memory for v in att["mixed_bw"]]
+        if att.get("fl"):
+            att["fl"] = [v * compute for v in att["fl"]]
+        return dataclasses.replace(
+            self, gpu=gpu, source=f"{self.source} (fit of {self.gpu} x {memory:.4g} bandwidth, "
+                                  f"x {compute:.4g} FLOP/s)",
+            bw=tuple(v * memory for v in self.bw), fl=tuple(v * compute for v in self.fl),
+            elementwise={c: (t0, bw * memory) for c, (t0, bw) in self.elementwise.items()},
+            attention=att)
 
     def as_dict(self) -> dict:
         out = {}

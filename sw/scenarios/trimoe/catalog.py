@@ -7,11 +7,11 @@ parameters per layer (stated with their derivation: DeepSeek-V2's MLA has no sim
 the source URL and the nominal parameter count, which :func:`load_moe_model` checks against the
 count the shapes imply (within ``catalog.PARAM_TOLERANCE``: a typo in a width is caught).
 
-Hardware (``sw/configs/trimoe_hardware/<name>.toml``): the GPU with its utilisation curve over
-tokens per expert, the PCIe link, the AMX CPU with its DDR5 channels, and the NDP-DIMMs that
-populate those channels; every number with its source or marked as an assumption in the file.
-Both the GPU and the CPU reach ``compute_efficiency x t / (t + half_efficiency_tokens)`` of their
-peak on an expert with ``t`` tokens (:meth:`TriMoeGpu.efficiency_at`, :meth:`AmxCpu.efficiency_at`).
+Hardware (``sw/configs/trimoe_hardware/<name>.toml``): the GPU (its time per expert from the
+measured fit its ``measured`` key names, ``sw/scenarios/gpu.py``), the PCIe link, the AMX CPU
+with its DDR5 channels, and the NDP-DIMMs that populate those channels; every number with its
+source or marked as an assumption in the file. The CPU reaches ``compute_efficiency x t / (t +
+half_efficiency_tokens)`` of its peak on an expert with ``t`` tokens (:meth:`AmxCpu.efficiency_at`).
 
 The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog` (``hw/config_file.py``): every
 key required, no other accepted, every number ``{ value = ..., source = "..." }``; a missing,
@@ -111,13 +111,8 @@ def _efficiency(peak: float, half_tokens: float, tokens) -> float:
 @dataclasses.dataclass(frozen=True)
 class TriMoeGpu(Gpu):
     """A :class:`~ndpdimm.sw.scenarios.catalog.Gpu` (``fp16_tflops`` holds the BF16 dense peak here) with
-    its utilisation curve over tokens per expert and the memory experts cannot use."""
-    half_efficiency_tokens: float   # tokens per expert where efficiency is compute_efficiency / 2
+    the memory experts cannot use."""
     reserved_gb: float              # attention weights, KV cache, activations, workspace
-
-    def efficiency_at(self, tokens) -> float:
-        """Achieved fraction of peak on one expert's GEMMs with ``tokens`` tokens."""
-        return _efficiency(self.compute_efficiency, self.half_efficiency_tokens, tokens)
 
 
 @dataclasses.dataclass(frozen=True)

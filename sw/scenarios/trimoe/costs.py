@@ -4,10 +4,12 @@ An expert is a SwiGLU MLP of ``3 H F`` weights (``sw/scenarios/trimoe/catalog.py
 :class:`MoeShape`); ``t`` tokens routed to it do ``6 H F t`` flops and read
 its ``3 H F x 2`` bytes of BF16/FP16 weights once.
 
-* **GPU, resident** (a hit): ``overhead + max(flops / (peak x eff(t)), bytes /
-  (HBM bandwidth x memory efficiency))`` with ``eff(t) = compute_efficiency x
-  t / (t + half_efficiency_tokens)``: the utilisation collapse of small
-  per-expert GEMMs (hardware file, ``sw/configs/trimoe_hardware``).
+* **GPU, resident** (a hit): the expert's three GEMMs as the GPU model times
+  them (``sw/scenarios/gpu.py``): ``gate`` and ``up`` ``[F x H]`` and ``down``
+  ``[H x F]`` with ``t`` tokens each (three kernels, as the profiled Mixtral
+  layer's ``w1``, ``w3``, ``w2``), on the measured fit the hardware file's
+  ``[gpu] measured`` names (an H100 SXM table carried to the PCIe card through
+  the datasheets), or on the roofline where it names none.
 * **GPU, miss**: the weights come from host memory over PCIe; the copy is
   pipelined with the compute, so ``max(GPU compute, PCIe transfer, host DRAM
   read)`` plus the PCIe latency.
@@ -54,6 +56,7 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.driver.system import NdpSystem, relayout_round_trip_cycles
 from ndpdimm.sw.kernels.expert import ExpertCost, ndp_expert_cost
+from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.trimoe.catalog import MoeShape, TriMoeHardware
 
 __all__ = ["DomainCosts", "LinkCosts", "measure_domain_costs", "measure_link_costs",
@@ -109,9 +112,8 @@ class DomainCosts:
         self.model, self.hw, self.ndp_cost, self.link = model, hw, ndp, link
         self.expert_bytes = model.expert_bytes(ELEM)
         self.flops_per_token = 2.0 * model.expert_params
-        g, c = hw.gpu, hw.cpu
-        self.gpu_flops = g.fp16_tflops * 1e12
-        self.hbm = g.memory_bandwidth_gbs * 1e9 * g.memory_efficiency
+        c = hw.cpu
+        self.gpu_model = GpuModel(hw.gpu)
         self.pcie = hw.pcie.gbytes_per_s * 1e9
         self.host_striped = c.memory_bandwidth_gbs * 1e9 * c.memory_efficiency
         self.host_localized = c.channel_bandwidth_gbs * 1e9 * c.memory_efficiency
@@ -142,10 +144,11 @@ class DomainCosts:
 
     # ---- GPU and CPU ------------------------------------------------------------------------
     def gpu_compute(self, tokens: int) -> float:
-        g = self.hw.gpu
-        return g.kernel_overhead_us * 1e-6 + max(self.flops_per_token * tokens /
-                                                 (self.gpu_flops * g.efficiency_at(tokens)),
-                                                 self.expert_bytes / self.hbm)
+        """The expert's three GEMMs with ``tokens`` tokens on the GPU (module docstring)."""
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens!r}")
+        g, h, f = self.gpu_model, self.model.hidden, self.model.expert_ffn
+        return 2 * g.linear(tokens, f, h).seconds + g.linear(tokens, h, f).seconds
 
     def host_read(self, striped: bool) -> float:
         return self.expert_bytes / (self.host_striped if striped else self.host_localized)

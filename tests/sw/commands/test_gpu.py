@@ -86,7 +86,9 @@ def test_check_of_the_shared_rtx4090_table_with_the_committed_fit(tmp_path):
     assert check["fit"].endswith("fits/rtx4090.json")
     linear = check["fitted"]["by_kind"]["linear"]
     assert linear["points"] == 608 and linear["median_abs_pct"] < 5
-    assert check["roofline"]["by_kind"]["linear"]["median_pct"] > 20     # the roofline is slow
+    # the roofline at the card's sustained (best) rates is fast where the fit is not
+    roof = check["roofline"]["by_kind"]["linear"]
+    assert roof["median_pct"] < 0 and linear["median_abs_pct"] < roof["median_abs_pct"]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,6 +1,7 @@
 """The TriMoE scenario's catalogue (``sw/scenarios/trimoe/catalog.py``): MoE shapes and the GPU + AMX CPU +
 NDP-DIMM hardware."""
 
+import dataclasses
 import math
 import re
 
@@ -8,6 +9,7 @@ import pytest
 
 from ndpdimm.sw.scenarios.catalog import CONFIG_DIR, PARAM_TOLERANCE, CatalogError, Gpu
 from ndpdimm.sw.scenarios.gpu import GpuModel
+from ndpdimm.sw.scenarios.measured.gpus import fit_path, load_fit, load_gpu
 from ndpdimm.sw.scenarios.trimoe.catalog import (
     list_moe_models,
     list_trimoe_hardware,
@@ -123,12 +125,13 @@ def test_hardware_catalogue(capsys):
     h = load_trimoe_hardware()
     assert capsys.readouterr() == ("", "")
     assert h.name == "h100-amx" and h.gpu.memory_gb == 80 and h.gpu.fp16_tflops == 756
-    # the SPEC's report: an H100 below 10 % utilisation under 256 tokens per expert
-    assert h.gpu.efficiency_at(256) <= 0.10
-    assert all(h.gpu.efficiency_at(t) <= 0.10 for t in range(0, 257, 16))
-    assert math.isclose(h.gpu.efficiency_at(h.gpu.half_efficiency_tokens),
-                        h.gpu.compute_efficiency / 2)
-    assert h.gpu.efficiency_at(0) == 0 and h.gpu.efficiency_at(1e9) < h.gpu.compute_efficiency
+    # the GPU charges the H100 SXM table's fit carried to the PCIe card through the datasheets
+    assert h.gpu.measured == "h100-sxm"
+    fit = GpuModel(h.gpu).fitted
+    sxm = load_gpu("h100-sxm")
+    assert fit is not None and fit.gpu == h.gpu.name
+    assert math.isclose(max(fit.bw) / max(load_fit(fit_path("h100-sxm")).bw),
+                        h.gpu.memory_bandwidth_gbs / sxm.memory_bandwidth_gbs)
     assert h.cpu.efficiency_at(h.cpu.half_efficiency_tokens) == h.cpu.compute_efficiency / 2
     with pytest.raises(ValueError, match="tokens must be >= 0"):
         h.cpu.efficiency_at(-1)
@@ -140,8 +143,10 @@ def test_hardware_catalogue(capsys):
     assert 85 <= h.cpu.amx_bf16_tflops <= 95                   # SPEC: ~90 TFLOPS BF16
     # PCIe 5.0 x16: 32 GT/s x 16 lanes / 8 x 128/130 = 63.0 GB/s raw, times the protocol factor
     assert math.isclose(h.pcie.gbytes_per_s, 63.0 * h.pcie.protocol_efficiency, rel_tol=1e-3)
-    # the GPU is a catalog.Gpu: the roofline model takes it
-    assert isinstance(h.gpu, Gpu) and GpuModel(h.gpu).linear(1, 4096, 4096).bound == "memory"
+    # the GPU is a catalog.Gpu: the GPU model takes it (on the fit; on the roofline without one)
+    assert isinstance(h.gpu, Gpu) and GpuModel(h.gpu).linear(1, 4096, 4096).bound == "measured"
+    roofline = dataclasses.replace(h.gpu, measured="")
+    assert GpuModel(roofline).linear(1, 4096, 4096).bound == "memory"
     # the largest model's experts fit in the host memory the DIMMs provide
     m = load_moe_model("deepseek-v2")
     experts = m.moe_layers * (m.experts + m.shared_experts) * m.expert_bytes()
@@ -157,8 +162,10 @@ def test_hardware_catalogue(capsys):
     (lambda t: t.replace("\n[ndp]\n", "\n[ndp]\nvoltage = 1.2\n"), r"unknown key ndp.voltage"),
     (lambda t: t.replace("memory_channels = { value = 8,", 'memory_channels = { value = "8",'),
      "cpu.memory_channels must be an int"),
-    (lambda t: t.replace("half_efficiency_tokens = { value = 1600.0,", "half_efficiency_tokens = { value = 0.0,"),
-     "gpu.half_efficiency_tokens must be positive"),
+    (lambda t: t.replace("half_efficiency_tokens = { value = 64.0,", "half_efficiency_tokens = { value = 0.0,"),
+     "cpu.half_efficiency_tokens must be positive"),
+    (lambda t: t.replace('measured = { value = "h100-sxm",', 'measured = { value = "h100-pcie",'),
+     r"\[gpu\]: measured = 'h100-pcie': not a GPU with a committed fit"),
     (lambda t: t.replace("reserved_gb = { value = 32.0,", "reserved_gb = { value = 80.0,"),
      "leaves no room for experts"),
     (lambda t: t.replace("dimms_per_channel = { value = 2,", "dimms_per_channel = { value = 1,"),
