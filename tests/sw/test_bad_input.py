@@ -151,6 +151,26 @@ def test_a_serving_model_larger_than_one_gpu_is_refused_before_the_run(empty_fol
     assert "of weights do not fit one GPU of mi300x-node (192 GB HBM" in err
 
 
+@pytest.mark.parametrize("command, folder, name", [("hermes", "hardware", "hermes"),
+                                                   ("trimoe", "trimoe_hardware", "h100-amx")])
+@pytest.mark.parametrize("measured, message", [
+    ("h100-pcie", "measured = 'h100-pcie': not a GPU with a committed fit (those are a100-80gb, "
+                  "h100-sxm, rtx4090"),
+    ("nowhere.json", "measured = 'nowhere.json': no such fit file")])
+def test_a_gpu_measured_by_an_unknown_fit_is_refused_before_the_run(command, folder, name,
+                                                                     measured, message,
+                                                                     empty_folder, capsys):
+    text = (CONFIG_DIR / folder / f"{name}.toml").read_text()
+    start = text.index("measured = { value = ")
+    end = text.index(",", start)
+    path = empty_folder / "h.toml"
+    path.write_text(text[:start] + f'measured = {{ value = "{measured}"' + text[end:])
+    before = listing(empty_folder)
+    err = refused([command, "--hardware", str(path)], capsys)
+    assert f"h.toml: [gpu]: {message}" in err
+    assert listing(empty_folder) == before
+
+
 def test_a_prompt_beyond_the_models_positions_is_refused_before_the_run(empty_folder, capsys):
     err = refused(["hermes", "--model", "llama2-7b", "--prompt", "4090", "--tokens", "7"], capsys)
     assert "llama2-7b: prompt 4090 + 7 decode tokens = 4097 positions, the model has 4096" in err
