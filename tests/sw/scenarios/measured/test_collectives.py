@@ -145,3 +145,20 @@ def test_the_gpu_model_charges_the_measured_all_reduce_or_a_ring():
     with pytest.raises(ValueError, match="workers >= 1"):
         ring.all_reduce(16384, 0, 600.0)
     assert measured.source.startswith("measured: ") and ring.source.startswith("roofline (")
+
+
+def test_the_roofline_efficiencies_are_the_fits_sustained_rates():
+    """Every GPU table that names a fit states that fit's sustained rates as its roofline
+    efficiencies (the GPU catalogue, Hermes' GPU, the datacenter reference, TriMoE's GPU: the
+    fractions carry to another card unchanged), so a refit that moves them fails here."""
+    from ndpdimm.sw.scenarios.energy import reference_gpu
+    from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
+    from ndpdimm.sw.scenarios.trimoe.catalog import load_trimoe_hardware
+    from ndpdimm.sw.scenarios.measured.gpus import FITS
+    gpus = [load_gpu(p.stem) for p in sorted(FITS.glob("*.json"))]
+    gpus += [load_hardware("hermes").gpu, reference_gpu(), load_trimoe_hardware().gpu]
+    for gpu in gpus:
+        assert gpu.measured, gpu.name
+        sustained = json.loads(fit_path(gpu.measured).read_text())["sustained"]
+        for key, value in sustained.items():
+            assert getattr(gpu, key) == value, (gpu.name, key)
