@@ -51,3 +51,14 @@ def spawn_importable(monkeypatch):
     """Let ``multiprocessing`` spawn children import the calling test module (for a target
     defined in it): the children start with the parent's ``sys.path``, the repository on it."""
     monkeypatch.syspath_prepend(str(REPO))
+
+
+#: The shared GPU operator tables: ``../shared/gpu-profiles`` beside the checkout (CI has them).
+GPU_PROFILES = Path(__file__).resolve().parents[1].parent / "shared" / "gpu-profiles"
+
+
+@pytest.fixture
+def gpu_profiles() -> Path:
+    """The shared GPU operator tables' folder; a test that needs them fails without them."""
+    assert GPU_PROFILES.is_dir(), f"{GPU_PROFILES}: the shared GPU profiles are missing"
+    return GPU_PROFILES

@@ -8,8 +8,6 @@ import pytest
 
 from ndpdimm.sw.cli import main
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "gpu-profiles"
-
 
 def table(folder: Path) -> Path:
     """A dense LLMServingSim table of a Llama-3.1-8B-like layer on a made-up GPU (1 TB/s, 100
@@ -77,10 +75,10 @@ def test_an_attention_grid_is_fitted_and_checked_by_call(tmp_path):
                                               "attention_cache_resident"}
 
 
-def test_check_of_the_shared_rtx4090_table_with_the_committed_fit(tmp_path):
+def test_check_of_the_shared_rtx4090_table_with_the_committed_fit(tmp_path, gpu_profiles):
     """The committed fit (sw/configs/gpus/fits/rtx4090.json) against the table it came from."""
     out = tmp_path / "check.json"
-    assert main(["gpu-check", "--profile", str(SHARED / "llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1"),
+    assert main(["gpu-check", "--profile", str(gpu_profiles / "llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1"),
                  "--gpu", "rtx4090", "--out", str(out)]) == 0
     check = json.loads(out.read_text())
     assert check["fit"].endswith("fits/rtx4090.json")

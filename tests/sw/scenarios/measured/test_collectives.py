@@ -9,12 +9,16 @@ import numpy as np
 import pytest
 
 from ndpdimm.sw.scenarios.gpu import GpuModel
-from ndpdimm.sw.scenarios.measured.collectives import (TOLERANCE, AllReduceFit, fit_all_reduce,
-                                                       read_all_reduce, ring_factor)
+from ndpdimm.sw.scenarios.measured.collectives import (
+    TOLERANCE,
+    AllReduceFit,
+    fit_all_reduce,
+    read_all_reduce,
+    ring_factor,
+)
 from ndpdimm.sw.scenarios.measured.gpus import check_measured, fit_for, fit_path, load_fit, load_gpu
 from ndpdimm.sw.scenarios.measured.tables import ProfileError
 
-SHARED = Path(__file__).resolve().parents[4].parent / "shared" / "gpu-profiles"
 HEADER = ("idx,time_stats.all_reduce.min,time_stats.all_reduce.max,time_stats.all_reduce.mean,"
           "time_stats.all_reduce.median,time_stats.all_reduce.std,rank,num_workers,size,"
           "collective,devices_per_node,max_devices_per_node")
@@ -77,8 +81,8 @@ def test_a_bad_all_reduce_table_is_refused_naming_the_file_and_line(tmp_path, ed
         read_all_reduce(tmp_path / "missing.csv")
 
 
-def test_the_shared_a100_all_reduce_table_and_the_committed_fit_agree():
-    path = SHARED / "vidur/a100/network/all_reduce_dgx.csv"
+def test_the_shared_a100_all_reduce_table_and_the_committed_fit_agree(gpu_profiles):
+    path = gpu_profiles / "vidur/a100/network/all_reduce_dgx.csv"
     assert path.is_file(), f"{path}: the shared GPU profiles are missing"
     table = read_all_reduce(path)
     assert sorted(table) == [2, 4, 8]                         # one DGX: 2, 4 and 8 A100s
@@ -153,8 +157,8 @@ def test_the_roofline_efficiencies_are_the_fits_sustained_rates():
     fractions carry to another card unchanged), so a refit that moves them fails here."""
     from ndpdimm.sw.scenarios.energy import reference_gpu
     from ndpdimm.sw.scenarios.hermes.catalog import load_hardware
-    from ndpdimm.sw.scenarios.trimoe.catalog import load_trimoe_hardware
     from ndpdimm.sw.scenarios.measured.gpus import FITS
+    from ndpdimm.sw.scenarios.trimoe.catalog import load_trimoe_hardware
     gpus = [load_gpu(p.stem) for p in sorted(FITS.glob("*.json"))]
     gpus += [load_hardware("hermes").gpu, reference_gpu(), load_trimoe_hardware().gpu]
     for gpu in gpus:

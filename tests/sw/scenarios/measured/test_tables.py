@@ -8,7 +8,6 @@ import pytest
 from ndpdimm.sw.scenarios.measured.ops import ModelDims, op_shape
 from ndpdimm.sw.scenarios.measured.tables import ProfileError, read_profile, read_table
 
-SHARED = Path(__file__).resolve().parents[4].parent / "shared" / "gpu-profiles"
 VIDUR_DIMS = "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp"
 
 
@@ -71,14 +70,13 @@ def test_an_moe_op_on_a_dense_model_and_a_tp_that_does_not_divide_are_refused():
         op_shape("o_proj", dense, 3)
 
 
-def test_the_shared_tables_read_whole():
+def test_the_shared_tables_read_whole(gpu_profiles):
     """The measured tables of ../shared/gpu-profiles (every developer and CI has them)."""
-    assert SHARED.is_dir(), f"{SHARED}: the shared GPU profiles are missing"
-    rtx = read_profile(SHARED / "llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1")
+    rtx = read_profile(gpu_profiles / "llmservingsim/rtx4090/llama-3.1-8b-bf16-tp1")
     assert [(t.format, len(t.ops), len(t.attention)) for t in rtx] == \
         [("llmservingsim-attention", 0, 8643), ("llmservingsim-dense", 1368, 0)]
     assert rtx[1].gpu == "NVIDIA GeForce RTX 4090"
-    (h100,) = read_profile(SHARED / "vidur/h100/llama-2-70b")
+    (h100,) = read_profile(gpu_profiles / "vidur/h100/llama-2-70b")
     assert h100.dims.hidden == 8192 and {o.tp for o in h100.ops} == {1, 2, 4, 8}
-    (mix,) = read_profile(SHARED / "llmservingsim/h100/mixtral-8x7b-tp1")
+    (mix,) = read_profile(gpu_profiles / "llmservingsim/h100/mixtral-8x7b-tp1")
     assert len(mix.ops) == 30720 and {o.op for o in mix.ops} >= {"expert.w1", "expert.w2"}
