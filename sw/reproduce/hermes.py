@@ -22,7 +22,7 @@ The paper's baselines map onto the scenario's systems as :data:`BASELINES` says.
 
 **Sensitivity**: one parameter at a time across its sourced range (``core.one_at_a_time``);
 the traces, predictor fit and kernel costs are made once per (batch, activation sparsity) and
-(batch, units, GPU and PCIe efficiency) and reused, so a bar costs one decode run per batch.
+(batch, units, GPU bandwidth and PCIe efficiency) and reused, so a bar costs one decode run per batch.
 
 May import: as ``ndpdimm.sw`` (the scenario, the catalogue, the reproduce core).
 """
@@ -398,7 +398,8 @@ def _figures(v, runner, per_batch, b1_tokens, sp_dejavu, sp_host, hot20, floor, 
             f"the neurons; the step ({s.ms_per_step:.1f} ms) is set by {top} "
             f"({bd[top]:.1f} ms): the output projections stay on the GPU "
             f"({runner.model.layers * runner.model.hidden ** 2 * 2 / 1e9:.1f} GB, a modelling "
-            "choice of the scenario), GPU times from its roofline, NDP kernels from the calibrated "
+            "choice of the scenario), GPU times from the fit of a measured RTX 4090 table, NDP "
+            "kernels from the calibrated "
             f"model of the {int(v['units'])}-unit core; the paper's DIMM count, lengths and ReLU "
             f"variant are not in the stored pages ({int(v['dimms'])} DIMMs, "
             f"{r1['result'].config.prompt}/{r1['result'].config.tokens} tokens, "
@@ -431,9 +432,11 @@ def _figures(v, runner, per_batch, b1_tokens, sp_dejavu, sp_host, hot20, floor, 
         fig("speedup_vs_host_max", None, why_floor)
     else:
         best = max(sp_host, key=sp_host.get)
+        host = load_hardware(v["hardware"]).host
         fig("speedup_vs_host_max", sp_host[best],
             f"best at batch {best}; Hermes-host is modelled as the scenario's PowerInfer-like system "
-            "(host CPU with DDR5-4800 x 2 at 0.7 efficiency as the cold side): its definition in "
+            f"({host.name} reading at {host.memory_efficiency:g} of its "
+            f"{host.memory_bandwidth_gbs:g} GB/s as the cold side): its definition in "
             "the paper and the published figure's context are not in the stored pages "
             "(secondary source)")
     fig("hot20_activation_share", hot20,

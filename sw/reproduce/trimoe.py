@@ -28,7 +28,8 @@ contributes 1.75x, the bottleneck-aware refinement 1.28x and the prediction-driv
   initial plan), + refinement, + dynamic relayout/rebalancing (full TriMoE); each gain the
   geometric mean over every (model, batch).
 * **Sensitivity**: each headline recomputed with one parameter at either end of its sourced
-  range (routing skew, PCIe bandwidth, GPU small-batch efficiency, AMX throughput, the NDP
+  range (routing skew, PCIe bandwidth, the GPU's memory bandwidth that its measured fit is
+  carried through, AMX throughput, the NDP
   core's multiplier count - its NDP costs measured again through the driver at each end).
 * Per-domain utilisation and the EMA predictor's accuracy (no published value in the stored
   sources) go into the notes and curves.
@@ -353,8 +354,10 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print)
         "Per model, TriMoE over the best baseline (geometric mean over batches): " + ", ".join(
             f"{m} {head['_per_model'][m]:.2f}x (end-to-end {head['_e2e_per_model'][m]:.2f}x)"
             for m in models),
-        "GPU and CPU times are the scenario's roofline models with assumed efficiency curves; NDP "
-        "and DIMM-Link times are measured through the driver on the model backend.",
+        "GPU times come from the fit of a measured H100 SXM table carried to the PCIe card "
+        "through the datasheets (sw/configs/gpus/fits/h100-sxm.json); CPU times from the AMX "
+        "roofline with an assumed efficiency curve; NDP and DIMM-Link times are measured through "
+        "the driver on the model backend.",
         *caught,
     ]
     curves = {

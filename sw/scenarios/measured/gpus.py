@@ -70,7 +70,7 @@ def fit_for(gpu: Gpu) -> FittedGpu | None:
     return _fit_for(gpu.measured, gpu.name, gpu.memory_bandwidth_gbs, gpu.fp16_tflops)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fit_for(measured: str, name: str, bandwidth: float, tflops: float) -> FittedGpu | None:
     if not measured:
         return None
