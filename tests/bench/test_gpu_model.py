@@ -27,7 +27,8 @@ def test_the_shared_folder_is_found_from_the_environment(monkeypatch):
 
 def test_the_committed_result_holds_every_check():
     doc = json.loads((REPO / "bench/results/gpu_model.json").read_text())
-    checks = [doc["rtx4090"]["self"], *doc["h100_sxm"].values(), *doc["a100_80gb"].values()]
+    checks = [doc["rtx4090"]["self"], *doc["h100_sxm"].values(),
+              *(v for k, v in doc["a100_80gb"].items() if k != "all_reduce")]
     for check in checks:
         for model in ("fitted", "roofline"):
             for kind in ("linear", "elementwise"):
