@@ -2,7 +2,7 @@
 
 ``catalog`` (dense model shapes, the GPU and PCIe records and the strict TOML readers every
 scenario's catalogue uses, from ``sw/configs`` with their sources),
-``gpu`` (the GPU roofline time model), ``energy`` (the energy model and price catalogue Hermes
+``gpu`` (the GPU time model: measured fits, the roofline beside them), ``energy`` (the energy model and price catalogue Hermes
 and RAPID's NDP tier share), ``base`` (what every scenario shares: the core choice, the run
 context, the cost DIMM, the tally, typed results), ``kernel_logs`` (one default run of Hermes
 and TriMoE logged: the calibration's held-out streams); one package per scenario:

@@ -114,7 +114,7 @@ class GpuModel:
         if self.fitted is None:
             return (f"roofline ({self.gpu.compute_efficiency:g} of {self.gpu.fp16_tflops:g} "
                     f"TFLOPS, {self.gpu.memory_efficiency:g} of {self.gpu.memory_bandwidth_gbs:g} GB/s)")
-        return f"measured: {self.fitted.source}"
+        return f"measured fit of the {self.fitted.gpu}: {self.fitted.source}"
 
     def _fitted_attention(self, batch, queries, context, heads, kv_heads, head_dim) -> float:
         """One decode call of ``batch`` sequences (one query each), or ``batch`` prefill calls

@@ -12,8 +12,8 @@ calibrated model. The neuron line is measured at ``pool`` neurons, the cold neur
 stores in a layer (a run measures it again at its placement's pool, :func:`with_neuron_pool`).
 
 A run's kernel times together: :class:`Costs` holds those lines (the neuron cost at the
-run's batch), the GPU roofline model (``sw/scenarios/gpu.py``, the hardware file's
-efficiency factors) and the PCIe link (:meth:`Costs.pcie`: ``latency + bytes /
+run's batch), the GPU model (``sw/scenarios/gpu.py``: the measured fit the hardware file
+names, the roofline beside it) and the PCIe link (:meth:`Costs.pcie`: ``latency + bytes /
 bandwidth``, hardware file); :func:`measure_costs` measures the NDP lines on a ``Dimm`` of
 the run's backend and core (:class:`~ndpdimm.sw.scenarios.hermes.config.HermesConfig`). A
 sweep reuses one per model, batch and core.

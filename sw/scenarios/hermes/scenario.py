@@ -22,8 +22,8 @@ described), and the aggregation of their tallies into the result
   a line fitted to a few measured sizes; the run records the backend (``rtl``:
   the Verilated core's cycles, ``model``: the calibrated performance model)
   and the core configuration.
-* GPU kernels: the roofline model (``sw/scenarios/gpu.py``) with the efficiency
-  factors of the hardware file; PCIe transfers: ``latency + bytes /
+* GPU kernels: the GPU model (``sw/scenarios/gpu.py``): the measured fit the hardware
+  file's ``[gpu] measured`` names, the roofline for what it does not cover; PCIe transfers: ``latency + bytes /
   bandwidth`` (hardware file); the host CPU of the PowerInfer-like baseline:
   ``max(bytes / (bandwidth x efficiency), flops / peak)``.
 * Activations: synthetic traces (``sw/scenarios/hermes/traces.py``, parameters in
@@ -523,7 +523,9 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
         provenance={"ndp": f"{costs.backend} backend ({ndp_words}), core {costs.core.n_units} "
                            "units; merges: DIMM-Link model",
                     "ndp_calibrated": ndp_calibrated,
-                    "gpu": "roofline model (sw/scenarios/gpu.py) with the hardware file's factors",
+                    "gpu": f"{costs.gpu.source}; other kernels on the roofline (sw/scenarios/gpu.py)",
+                    "datacenter_gpu": f"{GpuModel(energy_cfg.datacenter.gpu()).source}; all-reduces "
+                                      "from its measured table where the fit has one",
                     "pcie_cpu": "hardware file figures (sw/configs/hardware)",
                     "energy_price": "sw/configs/energy/hermes_energy.toml",
                     "traces": "synthetic" if trace is None else "replayed",

@@ -43,7 +43,7 @@ def format_report(r: TriMoeResult) -> str:
              f"shared, {r.moe_layers} MoE layers) on {r.hardware.name}, {c.batch} "
              f"tokens/step, {c.steps} steps x {c.sample_layers} sampled layers",
              f"NDP expert: {prov['ndp_expert']}; DIMM-Link: {prov['dimm_link']}",
-             f"GPU/CPU: {prov['gpu_cpu']}"] + \
+             f"GPU: {prov['gpu']}; CPU: {prov['cpu']}"] + \
         [f"note: {w}" for w in prov["warnings"]] + [HEADLINE, ""]
     head = (f"{'system':26s} {'layer ms':>9s} {'p99 ms':>8s} {'tok/s':>9s} {'x GPU':>6s} "
             f"{'GPU%':>5s} {'CPU%':>5s} {'NDP%':>5s} | {'hit':>5s} {'miss':>5s} {'cpu':>5s} "

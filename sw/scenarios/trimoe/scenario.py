@@ -129,8 +129,10 @@ def run(cfg: TriMoeConfig | None = None, ctx: RunContext | None = None, *,
             "ndp_calibrated": ndp_calibrated,
             "dimm_link": None if costs.link is None else
             f"{costs.link.backend}, bit-error rate {costs.link.ber:g}",
-            "gpu_cpu": "analytical roofline with the hardware file's efficiency curves "
-                       "(sw/scenarios/trimoe/costs.py)",
+            "gpu": f"an expert's three GEMMs on the {costs.gpu_model.source} "
+                   "(sw/scenarios/gpu.py, sw/scenarios/trimoe/costs.py)",
+            "cpu": "AMX roofline with the hardware file's efficiency curve "
+                   "(sw/scenarios/trimoe/costs.py)",
             "warnings": sorted({str(w.message) for w in caught})},
         costs=costs, systems=systems,
         wall_seconds={"costs": t_cost, "total": time.perf_counter() - t0},

@@ -61,6 +61,10 @@ def test_every_system_and_ablation_is_reported_consistently(result):
         "model backend (calibrated performance model), core 256 units")
     assert result.as_dict()["provenance"]["ndp_calibrated"] is True
     assert result.as_dict()["costs"]["backend"] == "model"
+    # the GPU's and the datacenter reference's times name the measured fits they come from
+    prov = result.as_dict()["provenance"]
+    assert prov["gpu"].startswith("measured fit of the RTX 4090: ") and "rtx4090" in prov["gpu"]
+    assert prov["datacenter_gpu"].startswith("measured fit of the A100 80GB SXM: ")
 
 
 def test_systems_order_as_expected(result):

@@ -98,6 +98,11 @@ def test_provenance_and_predictor(small_run):
     assert r.as_dict()["provenance"]["ndp_expert"].startswith(
         "model backend (calibrated performance model), NdpCore 16 units")
     assert r.as_dict()["provenance"]["ndp_calibrated"] is True
+    # the GPU's times name the measured fit they come from, carried to the PCIe card
+    assert r.as_dict()["provenance"]["gpu"].startswith(
+        "an expert's three GEMMs on the measured fit of the H100 PCIe 80GB: ")
+    assert "(fit of H100 SXM5 80GB x 0.597 bandwidth" in r.as_dict()["provenance"]["gpu"]
+    assert "GPU: an expert's three GEMMs on the measured fit" in format_report(r)
     p = r.as_dict()["systems"]["trimoe"]["predictor"]
     assert 0 <= p["load_accuracy"] <= 1 and p["state_bytes_full_model"] == 4 * 32 * 4
     assert "TriMoE (GPU + CPU + NDP)" in format_report(r)
