@@ -12,8 +12,12 @@ roofline (``sw/scenarios/gpu.py``, which stays the fallback for a GPU without a 
   dimensions (:class:`~ndpdimm.sw.scenarios.measured.ops.ModelDims`).
 * ``fit``: the fitted model of one GPU (achieved bandwidth against bytes moved, achieved FLOP/s
   against tokens; element-wise bandwidth against bytes), and its JSON form.
+* ``collectives``: a measured all-reduce table (Vidur's network form) read and fitted: what
+  tensor parallelism's all-reduces cost on the card it was measured on.
 * ``check``: a model (fitted or roofline) held against a table, op by op: the error tables of
   ``ndpdimm gpu-check``.
+* ``gpus``: the GPU catalogue (``sw/configs/gpus/``), its committed fits, and which fit a
+  hardware file's GPU charges (its ``measured`` key; another card through the datasheets).
 
 The tables themselves are not part of the project (``../shared/gpu-profiles/``, MIT): the code
 reads them from a path, and what is committed is what it derives, with the table named.
