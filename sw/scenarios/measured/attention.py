@@ -20,12 +20,14 @@ and ``head_dim``, the decode part reads its K and V caches,
 * ``fl(c)``: the prefill rate per chunk size, the median of ``F / (t - t0)`` over the
   prefill-only calls of that chunk that are not launch-bound, made non-decreasing, power-law
   between chunks;
-* ``mixed_bw(n)``: the decode part's rate in a call that also runs a prefill chunk, per count
-  ``n`` of decoding sequences (the median of their bytes over what is left of the time once
-  the launch and the prefill part are taken away; non-decreasing in ``n``): such a call runs
-  the decoding sequences in the prefill kernel, with little parallelism for a few sequences
-  (on the RTX 4090, one sequence of 16,384 tokens takes 57 us alone and 507 us beside a
-  256-token chunk).
+* ``mixed_t0(n) + B / mixed_bw(n)``: the decode part of a call that also runs a prefill chunk,
+  per count ``n`` of decoding sequences: what is left of the time once the launch and the
+  prefill part are taken away, fitted by least squares on the relative error as a fixed time
+  (non-decreasing in ``n``) plus the bytes at a rate; between measured counts both are
+  interpolated in ``log n``. Such a call runs the decoding sequences in the prefill kernel,
+  with little parallelism for a few sequences and a fixed cost per sequence (on the RTX 4090,
+  one sequence of 16,384 tokens takes 57 us alone and 507 us beside a 256-token chunk; 64
+  sequences of 16 tokens add about 1.2 us each).
 
 :func:`is_corner` tells a check which rows are in the corner: ``gpu-check`` reports them apart.
 """
@@ -60,6 +62,7 @@ class AttentionFit:
     fl: tuple
     mixed_n: tuple = ()
     mixed_bw: tuple = ()
+    mixed_t0: tuple = ()
 
     def seconds(self, row, dims) -> float:
         n_bytes, flops = attention_work(row, dims)
@@ -68,7 +71,9 @@ class AttentionFit:
             pre = flops / float(interp_log(row.prefill_chunk, self.fl_chunks, self.fl))
         if flops and n_bytes and self.mixed_bw:
             rate = float(interp_log(row.n_decode, self.mixed_n, self.mixed_bw))
-            return self.t0 + n_bytes / rate + pre
+            fixed = float(np.interp(np.log(row.n_decode), np.log(self.mixed_n), self.mixed_t0)) \
+                if self.mixed_t0 else 0.0
+            return self.t0 + fixed + n_bytes / rate + pre
         return self.t0 + n_bytes / (self.corner_bw if self.is_corner(row, dims) else self.bw) + pre
 
     def is_corner(self, row, dims) -> bool:
@@ -115,13 +120,20 @@ def fit_attention(rows, dims) -> AttentionFit:
                        tuple(float(c) for c, _ in known), tuple(float(v) for v in fl))
     # calls that mix a prefill chunk with decoding sequences: the decode part's own rate, what
     # is left of the time once the launch and the prefill part are taken away
-    left = [(r.n_decode, b, r.seconds - fit.seconds(dataclasses.replace(r, n_decode=0, kv_decode=0),
-                                                      dims))
+    left = [(r.n_decode, b, r.seconds, r.seconds - fit.seconds(
+                dataclasses.replace(r, n_decode=0, kv_decode=0), dims))
             for r, (b, f) in zip(rows, work) if b > 0 and f > 0]
-    ns = sorted({n for n, b, x in left if x > 0})
+    ns, fixed, rates = [], [], []
+    for m in sorted({n for n, _, _, _ in left}):
+        b, t, x = (np.array([p[i] for p in left if p[0] == m]) for i in (1, 2, 3))
+        # minimise sum(((fixed + b / rate) - x) / t)^2: linear in (fixed, 1 / rate)
+        (t_fix, inv_rate), *_ = np.linalg.lstsq(np.stack([1 / t, b / t], axis=1), x / t, rcond=None)
+        if inv_rate <= 0:                       # no word on the rate at this count
+            continue
+        ns.append(float(m))
+        fixed.append(max(float(t_fix), 0.0))
+        rates.append(float(1 / inv_rate))
     if not ns:
         return fit
-    rates = np.maximum.accumulate([float(np.median([b / x for n, b, x in left if n == m and x > 0]))
-                                   for m in ns])
-    return dataclasses.replace(fit, mixed_n=tuple(float(n) for n in ns),
-                               mixed_bw=tuple(float(v) for v in rates))
+    return dataclasses.replace(fit, mixed_n=tuple(ns), mixed_bw=tuple(rates),
+                               mixed_t0=tuple(float(v) for v in np.maximum.accumulate(fixed)))

@@ -148,7 +148,7 @@ def test_the_gpu_model_charges_the_measured_all_reduce_or_a_ring():
     assert ring.all_reduce(16384, 1, 600.0) == 0.0
     with pytest.raises(ValueError, match="workers >= 1"):
         ring.all_reduce(16384, 0, 600.0)
-    assert measured.source.startswith("measured: ") and ring.source.startswith("roofline (")
+    assert measured.source.startswith("measured fit of the A100 SXM4 80GB: ") and ring.source.startswith("roofline (")
 
 
 def test_the_roofline_efficiencies_are_the_fits_sustained_rates():

@@ -82,18 +82,34 @@ def test_the_rtx4090_fit_reproduces_its_table(gpu_profiles):
 
 def test_the_attention_fit_finds_the_decode_rate_the_corner_and_the_prefill_rate():
     """A grid made by a known law: 10 us launch, decode caches at 900 GB/s except those of at
-    most 64 MB (1.2 TB/s, the cache), prefill at 100 TFLOP/s."""
+    most 64 MB (1.2 TB/s, the cache), prefill at 100 TFLOP/s; beside a prefill chunk, decoding
+    sequences cost 1.5 us each plus their caches at 300 GB/s."""
     from ndpdimm.sw.scenarios.measured.attention import attention_work, fit_attention
     from ndpdimm.sw.scenarios.measured.tables import AttentionTime
     dims = ModelDims("m", 4096, 32, 8, 14336, 32000)
     rows = []
     for c, p, n, s in ([(0, 0, n, s) for n in (1, 4, 16, 64) for s in (128, 1024, 4096, 16384)]
-                       + [(c, p, 0, 0) for c in (64, 256, 1024) for p in (0, 1024)]):
+                       + [(c, p, 0, 0) for c in (64, 256, 1024) for p in (0, 1024)]
+                       + [(c, 0, n, s) for c in (64, 256) for n in (1, 4, 16, 64)
+                          for s in (16, 256, 4096)]):
         row = AttentionTime(c, p, n, s, 1.0, 0)
         b, f = attention_work(row, dims)
-        t = 10e-6 + b / (1.2e12 if 0 < b <= 64e6 else 900e9) + f / 100e12
+        if b and f:
+            t = 10e-6 + 1.5e-6 * n + b / 300e9 + f / 100e12
+        else:
+            t = 10e-6 + b / (1.2e12 if 0 < b <= 64e6 else 900e9) + f / 100e12
         rows.append(AttentionTime(c, p, n, s, t, 0))
     fit = fit_attention(rows, dims)
+    mixed = [r for r in rows if r.n_decode and r.prefill_chunk]
+    assert fit.mixed_n == (1.0, 4.0, 16.0, 64.0)
+    # the fixed time per count within 0.5 us (a twentieth of the launch it sits beside)
+    assert fit.mixed_t0 == pytest.approx([1.5e-6 * n for n in fit.mixed_n], abs=0.5e-6)
+    assert fit.mixed_bw == pytest.approx([300e9] * 4, rel=0.05)
+    assert max(abs(fit.seconds(r, dims) / r.seconds - 1) for r in mixed) < 0.02
+    # between measured counts the fixed time and the rate are interpolated
+    between = AttentionTime(64, 0, 8, 4096, 0.0, 0)
+    b, f = attention_work(between, dims)
+    assert fit.seconds(between, dims) == pytest.approx(10e-6 + 12e-6 + b / 300e9 + f / 100e12, rel=0.03)
     assert fit.t0 == pytest.approx(min(r.seconds for r in rows))
     assert fit.bw == pytest.approx(900e9, rel=0.05) and fit.corner_bw == pytest.approx(1.2e12, rel=0.1)
     assert 16e6 < fit.corner_bytes <= 64e6
