@@ -12,6 +12,7 @@ tensor parallelism instead of a ring at the link's datasheet rate.
 """
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ndpdimm.cosim.arguments import output_file, positive_int
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from ndpdimm.sw.result_files import write_json
     from ndpdimm.sw.scenarios.gpu import GpuModel
     from ndpdimm.sw.scenarios.measured.check import compare
+    from ndpdimm.sw.scenarios.measured.collectives import fit_all_reduce
     from ndpdimm.sw.scenarios.measured.fit import fit_tables
     from ndpdimm.sw.scenarios.measured.gpus import load_gpu
     from ndpdimm.sw.scenarios.measured.tables import select
@@ -55,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     part = [(select(ts, exclude_ops=args.exclude_op, tp=args.tp), d) for ts, d in loaded]
     fitted = fit_tables(gpu.name, part)
     if args.all_reduce:
-        import dataclasses
-        from ndpdimm.sw.scenarios.measured.collectives import fit_all_reduce
         fitted = dataclasses.replace(fitted, all_reduce=fit_all_reduce(args.all_reduce).as_dict())
     tables = [t for ts, _ in loaded for t in ts]
     dims = next((d for _, d in loaded if d is not None), None)
