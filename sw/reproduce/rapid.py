@@ -332,6 +332,20 @@ def _explain(key, case, r, rapid, static, sensitivity) -> str:
             ends = [x for b in bars for x in (b.headline_at_low, b.headline_at_high)]
             span = (f"; across the sourced parameter ranges it stays within {min(ends):.2f}-"
                     f"{max(ends):.2f}x (tornado)")
+        if at[rapid]["slo_attainment"] > PUBLISHED[key][2] * at[static]["slo_attainment"]:
+            limit = r["max_load_at_target"][static]["max_load_rps"]
+            grid = (", the top of the load grid: a lower bound of RAPID's own limit"
+                    if r["peak_how"] == "above grid" else "")
+            return (f"'peak load' is ours (the highest load RAPID holds at 90 %: "
+                    f"{r['peak_load_rps']:.1f} rps on {case.name}{grid}); the static 4P4D split "
+                    f"at 600 W holds 90 % only up to "
+                    + ("no load of the grid" if limit is None else f"{limit:.2f} rps")
+                    + f", and past its limit its queues grow without bound: at the peak it attains "
+                    f"{at[static]['slo_attainment']:.2f} (TTFT {at[static]['ttft_attainment']:.2f}, "
+                    f"TPOT {at[static]['tpot_attainment']:.2f}), RAPID "
+                    f"{at[rapid]['slo_attainment']:.2f}. The ratio measures how far RAPID's peak "
+                    f"lies past the static split's cliff, so it depends on where the cliff falls "
+                    f"in the grid{span}")
         return (f"'peak load' is ours (the highest load RAPID holds at 90 %: "
                 f"{r['peak_load_rps']:.1f} rps on {case.name}): there the static 4P4D split at 600 W "
                 f"still attains {at[static]['slo_attainment']:.2f} (TTFT {at[static]['ttft_attainment']:.2f}, "

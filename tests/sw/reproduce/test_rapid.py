@@ -102,3 +102,25 @@ def test_bad_ttft_slo_and_a_failing_point_are_named(tmp_path):
     missing = str(tmp_path / "no-node.toml")
     with pytest.raises(ReproductionError, match="1 RAPID point.* failed.*no-node.toml"):
         _run([_point(case, 1.0, 0.2, 0.05, missing, "direct", 0)], 1, True, lambda m: None, "t")
+
+
+def test_a_ratio_above_the_published_one_is_explained_by_the_static_splits_cliff():
+    """RAPID at the top of the load grid, the static split past its own limit: the explanation
+    says where each system's limit falls instead of why the static split keeps up."""
+    from ndpdimm.sw.reproduce.rapid import _explain
+
+    class Case:
+        name = "sustained-decode"
+
+    at = {"dynamic": {"slo_attainment": 0.90, "ttft_attainment": 0.90, "tpot_attainment": 1.0},
+          "static-4p4d": {"slo_attainment": 0.13, "ttft_attainment": 0.16, "tpot_attainment": 0.16}}
+    r = {"at_peak": at, "peak_load_rps": 3.0, "peak_how": "above grid",
+         "max_load_at_target": {"static-4p4d": {"max_load_rps": 2.12, "how": "interpolated"}}}
+    text = _explain("slo_attainment_ratio_at_peak", Case, r, "dynamic", "static-4p4d", {})
+    assert "3.0 rps on sustained-decode, the top of the load grid" in text
+    assert "holds 90 % only up to 2.12 rps" in text and "attains 0.13" in text
+    assert "still attains" not in text
+    # below the published ratio the other explanation stands
+    at["static-4p4d"]["slo_attainment"] = 0.80
+    assert "still attains 0.80" in _explain("slo_attainment_ratio_at_peak", Case, r, "dynamic",
+                                            "static-4p4d", {})
