@@ -25,13 +25,11 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ndpdimm.bench.gemv import bench_header
 from ndpdimm.cosim.provenance import dumps_finite
 from ndpdimm.sw.commands.gpu_check import profiled_model
 from ndpdimm.sw.scenarios.gpu import GpuModel
-from ndpdimm.sw.scenarios.measured.check import compare
+from ndpdimm.sw.scenarios.measured.check import compare, summary
 from ndpdimm.sw.scenarios.measured.collectives import fit_all_reduce, read_all_reduce
 from ndpdimm.sw.scenarios.measured.fit import fit_tables
 from ndpdimm.sw.scenarios.measured.gpus import load_gpu
@@ -89,10 +87,7 @@ def _check(fitted, tables, dims, gpu) -> dict:
 
 
 def _all_reduce_errors(fit, rows, workers) -> dict:
-    e = np.array([fit.time(s, workers) / t - 1 for s, t in rows]) * 100
-    return {"points": len(e), "median_abs_pct": round(float(np.median(np.abs(e))), 2),
-            "max_abs_pct": round(float(np.max(np.abs(e))), 2),
-            "median_pct": round(float(np.median(e)), 2)}
+    return summary([100 * (fit.time(s, workers) / t - 1) for s, t in rows])
 
 
 def _all_reduce_checks(path) -> dict:

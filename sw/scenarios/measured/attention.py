@@ -36,7 +36,7 @@ import dataclasses
 
 import numpy as np
 
-from ndpdimm.sw.scenarios.measured.curves import interp_log
+from ndpdimm.sw.scenarios.measured.curves import fixed_plus_rate, interp_log
 
 __all__ = ["AttentionFit", "fit_attention", "attention_work", "CORNER_FACTOR"]
 
@@ -126,8 +126,7 @@ def fit_attention(rows, dims) -> AttentionFit:
     ns, fixed, rates = [], [], []
     for m in sorted({n for n, _, _, _ in left}):
         b, t, x = (np.array([p[i] for p in left if p[0] == m]) for i in (1, 2, 3))
-        # minimise sum(((fixed + b / rate) - x) / t)^2: linear in (fixed, 1 / rate)
-        (t_fix, inv_rate), *_ = np.linalg.lstsq(np.stack([1 / t, b / t], axis=1), x / t, rcond=None)
+        t_fix, inv_rate = fixed_plus_rate(x, b, t)
         if inv_rate <= 0:                       # no word on the rate at this count
             continue
         ns.append(float(m))

@@ -17,7 +17,7 @@ import numpy as np
 from ndpdimm.sw.scenarios.gpu import GpuModel
 from ndpdimm.sw.scenarios.measured.fit import ELEM, FittedGpu, elementwise_points, linear_points
 
-__all__ = ["compare", "TOKEN_RANGES", "KINDS"]
+__all__ = ["compare", "summary", "TOKEN_RANGES", "KINDS"]
 
 #: the kinds of the error tables: a decode attention call in the fit's cache-resident corner
 #: (``attention.py``) is reported apart from the others
@@ -27,7 +27,8 @@ KINDS = ("linear", "elementwise", "attention", "attention_cache_resident")
 TOKEN_RANGES = (("1-16", 1, 16), ("17-255", 17, 255), ("256+", 256, 1 << 62))
 
 
-def _summary(errors) -> dict:
+def summary(errors) -> dict:
+    """Median and max absolute error and signed median (%, 2 decimals) of ``errors`` in %."""
     e = np.asarray(errors, float)
     if not e.size:
         return {"points": 0, "median_abs_pct": None, "max_abs_pct": None, "median_pct": None}
@@ -41,23 +42,23 @@ def _errors(rows, key) -> list:
 
 
 def _by_tokens(rows, key) -> dict:
-    return {name: _summary(_errors([r for r in rows if lo <= r["tokens"] <= hi], key))
+    return {name: summary(_errors([r for r in rows if lo <= r["tokens"] <= hi], key))
             for name, lo, hi in TOKEN_RANGES}
 
 
 def _section(rows, key) -> dict:
-    out = _summary(_errors(rows, key))
+    out = summary(_errors(rows, key))
     out["by_kind"] = {}
     for kind in KINDS:
         mine = [r for r in rows if r["kind"] == kind]
         if not mine and kind.startswith("attention"):
             continue
-        out["by_kind"][kind] = {**_summary(_errors(mine, key)), "by_tokens": _by_tokens(mine, key)}
+        out["by_kind"][kind] = {**summary(_errors(mine, key)), "by_tokens": _by_tokens(mine, key)}
         if kind.startswith("attention"):         # decode, prefill and mixed calls apart
             out["by_kind"][kind]["by_op"] = {
-                op: _summary(_errors([r for r in mine if r["op"] == op], key))
+                op: summary(_errors([r for r in mine if r["op"] == op], key))
                 for op in sorted({r["op"] for r in mine})}
-    out["by_op"] = {op: _summary(_errors([r for r in rows if r["op"] == op], key))
+    out["by_op"] = {op: summary(_errors([r for r in rows if r["op"] == op], key))
                     for op in sorted({r["op"] for r in rows})}
     return out
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from ndpdimm.sw.scenarios.measured.attention import AttentionFit, fit_attention
 from ndpdimm.sw.scenarios.measured.collectives import AllReduceFit
-from ndpdimm.sw.scenarios.measured.curves import at_most_linear, envelope, interp_log
+from ndpdimm.sw.scenarios.measured.curves import at_most_linear, envelope, fixed_plus_rate, interp_log
 from ndpdimm.sw.scenarios.measured.ops import CLASSES, ModelDims, op_shape
 
 __all__ = ["FittedGpu", "fit_gpu", "fit_tables", "linear_points", "elementwise_points", "TILES", "SMOOTH_P"]
@@ -242,9 +242,7 @@ def fit_gpu(gpu: str, source: str, linear: list, elementwise: list = (), attenti
         tok, width, t = (np.array([p[i] for p in elementwise if p[0] == c], float)
                          for i in (2, 3, 4))
         n_bytes = 2 * ELEM * tok * width
-        # minimise sum((t0 + B / bw) / t - 1)^2: linear in (t0, 1 / bw)
-        (t0, inv_bw), *_ = np.linalg.lstsq(np.stack([1 / t, n_bytes / t], axis=1),
-                                           np.ones_like(t), rcond=None)
+        t0, inv_bw = fixed_plus_rate(t, n_bytes, t)
         if inv_bw <= 0:                      # launch-bound throughout: no bandwidth seen
             inv_bw = float(np.min(t / n_bytes)) * 1e-3
         classes[c] = (float(max(t0, 0.0)), float(1 / inv_bw))
