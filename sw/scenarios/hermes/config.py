@@ -54,6 +54,12 @@ class HermesConfig(CoreChoice):
     skew: float = 1.2
     token_similarity: float = 0.9
     layer_correlation: float = 0.8
+    copy_similarity: float | None = None   # None: copies drawn afresh per token (traces.py)
+    predictor: str = dataclasses.field(default="window", metadata={
+        "choices": ("paper", "window", "paper-token-only", "paper-layer-only"),
+        "help": "the online predictor: 'paper' (Hermes Section IV-C: 4-bit state, top-2 table, "
+                "s1 + 6 x s2 > 15), 'window' (SPEC section 5: window, Bloom filter, table, "
+                "counters), or one of the paper's with one evidence only (its Fig. 13 ablations)"})
     predictor_window: int = 16
     coefficient: float = dataclasses.field(default=0.85, metadata={"help": "predictor coefficient"})
     adjust_window: int = 16
@@ -87,6 +93,9 @@ class HermesConfig(CoreChoice):
         if self.dimms is not None and (isinstance(self.dimms, bool) or not isinstance(self.dimms, int)
                                        or not 1 <= self.dimms <= 64):
             raise ValueError(f"dimms must be an int in [1, 64] or None, got {self.dimms!r}")
+        choices = type(self).__dataclass_fields__["predictor"].metadata["choices"]
+        if self.predictor not in choices:
+            raise ValueError(f"predictor must be one of {', '.join(choices)}, got {self.predictor!r}")
         if self.cold_dtype not in ("fp16", "int8"):
             raise ValueError(f"cold_dtype must be 'fp16' or 'int8', got {self.cold_dtype!r}")
         if self.solver not in ("highs", "cbc"):
@@ -100,6 +109,10 @@ class HermesConfig(CoreChoice):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
                 raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
+        if self.copy_similarity is not None and (isinstance(self.copy_similarity, bool) or not
+                isinstance(self.copy_similarity, (int, float)) or not 0 <= self.copy_similarity <= 0.999):
+            raise ValueError(f"copy_similarity must be in [0, 0.999] or None, got "
+                             f"{self.copy_similarity!r}")
         if self.hot_share is not None and (isinstance(self.hot_share, bool) or not isinstance(
                 self.hot_share, (int, float)) or not 0 <= self.hot_share <= 1):
             raise ValueError(f"hot_share must be in [0, 1] or None, got {self.hot_share!r}")

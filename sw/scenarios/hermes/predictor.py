@@ -38,7 +38,7 @@ import torch
 
 from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace
 
-__all__ = ["NeuronPredictor", "PredictorAccuracy", "evaluate", "WEIGHTS"]
+__all__ = ["NeuronPredictor", "PredictorAccuracy", "evaluate", "correlation_table", "WEIGHTS"]
 
 #: Weights of the evidence: correlation table, window frequency, similar token, counter.
 WEIGHTS = (0.4, 0.25, 0.2, 0.15)
@@ -94,6 +94,43 @@ class _Bloom:
         return bool(self.array[self._probes(key)].all())
 
 
+def correlation_table(prev: np.ndarray, cur: np.ndarray, top_k: int, min_support: int = 2):
+    """For every neuron ``j`` of a layer (``cur``: [tokens, neurons] bool), the ``top_k``
+    neurons ``i`` of the previous layer (``prev``: [tokens, neurons'] bool) with the highest
+    ``P(j fires | i fired)`` over the tokens, among those that fired at least ``min_support``
+    times; returns ``(ids, probability)``, both [neurons, top_k] (probability 0 where no
+    candidate predicts anything). Ties in the probability (rare ``i``, or ``j`` firing always)
+    go to the ``i`` seen firing with ``j`` most."""
+    if prev.ndim != 2 or cur.ndim != 2 or prev.shape[0] != cur.shape[0]:
+        raise ValueError(f"prev and cur must be [tokens, neurons] over the same tokens, got "
+                         f"{prev.shape} and {cur.shape}")
+    tokens = prev.shape[0]
+    a_prev = torch.from_numpy(np.ascontiguousarray(prev)).float()
+    a_cur = torch.from_numpy(np.ascontiguousarray(cur)).float()
+    k = top_k
+    tie = 0.5 / (tokens ** 3 + 1)          # below the smallest gap between two ratios (1 / T^2)
+    support = a_prev.sum(0)
+    # only previous-layer neurons with enough support can predict anything: the others score 0
+    # and would only fill the table
+    cand = torch.nonzero(support >= min_support).flatten()
+    if cand.numel() < k:
+        cand = torch.unique(torch.cat([cand, torch.arange(min(k, a_prev.shape[1]))]))
+    inv = torch.where(support[cand] >= min_support, 1.0 / support[cand].clamp(min=1), 0.0)
+    prev_c = a_prev[:, cand]
+    neurons = a_cur.shape[1]
+    ids = np.zeros((neurons, k), dtype=np.int64)
+    prob = np.zeros((neurons, k))
+    # neurons in chunks: a full [neurons x neurons] table of a large model (28672^2 floats,
+    # 3.3 GB) would not fit in memory
+    for c0 in range(0, neurons, _FIT_CHUNK):
+        both = a_cur[:, c0:c0 + _FIT_CHUNK].T @ prev_c              # [neuron, candidate]
+        score = both * inv
+        _, top = torch.topk(score + tie * both, k, dim=1)
+        prob[c0:c0 + _FIT_CHUNK] = torch.gather(score, 1, top).double().numpy()
+        ids[c0:c0 + _FIT_CHUNK] = cand[top].numpy()
+    return ids, prob
+
+
 class NeuronPredictor:
     """See the module docstring."""
 
@@ -124,37 +161,18 @@ class NeuronPredictor:
         self.bloom_bits = bloom_bits
         self.similar_hits = 0
 
-    # ---- offline ---------------------------------------------------------------------------
+    # ---- offline ----------------------------------------------------------------------------
     def fit(self, trace: ActivationTrace, min_support: int = 2):
         """Build the cross-layer table from a profiling ``trace`` (same layers and neurons)."""
         if (trace.layers, trace.neurons) != (self.layers, self.neurons):
             raise ValueError(f"trace has {trace.layers} layers x {trace.neurons} neurons, the "
                              f"predictor {self.layers} x {self.neurons}")
-        a = torch.from_numpy(trace.active).float()
-        k = self.top_k
-        # ties in P(j | i) (rare i, or j firing always) go to the i seen firing with j most: a
-        # term below the smallest gap between two different ratios of counts (1 / T^2)
-        tie = 0.5 / (trace.tokens ** 3 + 1)
         for l in range(1, self.layers):
-            prev = a[:, l - 1]
-            support = prev.sum(0)
-            # only previous-layer neurons with enough support can predict anything: the others
-            # score 0 and would only fill the table (marked invalid)
-            cand = torch.nonzero(support >= min_support).flatten()
-            if cand.numel() < k:
-                cand = torch.unique(torch.cat([cand, torch.arange(k)]))
-            inv = torch.where(support[cand] >= min_support, 1.0 / support[cand].clamp(min=1), 0.0)
-            prev_c = prev[:, cand]
-            # neurons in chunks: a full [neurons x neurons] table of a large model (28672^2
-            # floats, 3.3 GB) would not fit in memory
-            for c0 in range(0, self.neurons, _FIT_CHUNK):
-                both = a[:, l, c0:c0 + _FIT_CHUNK].T @ prev_c      # [neuron, candidate] co-firings
-                score = both * inv
-                _, top = torch.topk(score + tie * both, k, dim=1)    # [neuron, top_k]
-                prob = torch.gather(score, 1, top).double().numpy()
-                self.table[l, c0:c0 + _FIT_CHUNK] = cand[top].numpy()
-                self.table_prob[l, c0:c0 + _FIT_CHUNK] = np.round(prob * 255) / 255   # 8 bits
-                self.table_valid[l, c0:c0 + _FIT_CHUNK] = prob > 0
+            ids, prob = correlation_table(trace.active[:, l - 1], trace.active[:, l], self.top_k,
+                                          min_support)
+            self.table[l] = ids
+            self.table_prob[l] = np.round(prob * 255) / 255                # 8 bits
+            self.table_valid[l] = prob > 0
         return self
 
     # ---- online ----------------------------------------------------------------------------

@@ -43,7 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ActivationTrace", "synthetic_trace", "record_trace", "load_trace", "FORMAT_VERSION"]
+__all__ = ["ActivationTrace", "synthetic_trace", "record_trace", "load_trace", "FORMAT_VERSION",
+           "skew_for_top_share", "token_similarity_for", "popularity"]
 
 FORMAT_VERSION = 1
 
@@ -90,6 +91,27 @@ class ActivationTrace:
         var = x.std(0) * y.std(0)
         ok = var > 0
         return float((cov[ok] / var[ok]).mean()) if ok.any() else 0.0
+
+    def similarity(self, lag: int) -> float:
+        """Share of a token's active neurons that are active again ``lag`` tokens later, over
+        all token pairs and layers (``|A_t & A_t+lag| / |A_t|``: our reading of the Hermes
+        paper's "activation similarity" between tokens, Fig. 4a); 0 without such pairs."""
+        _check("lag", lag, 1, 1 << 20, int)
+        if self.tokens <= lag:
+            raise ValueError(f"lag {lag} needs more than {lag} tokens, the trace has {self.tokens}")
+        a, b = self.active[:-lag], self.active[lag:]
+        n = int(a.sum())
+        return float((a & b).sum() / n) if n else 0.0
+
+    def top_share(self, share: float = 0.2) -> float:
+        """Mean over layers of the share of activations carried by the ``share`` most active
+        neurons of the layer (the paper's "20 % of neurons, 80 % of the computation")."""
+        _check("share", share, 1e-9, 1.0)
+        counts = np.sort(self.active.sum(axis=0), axis=1)[:, ::-1]        # [layers, neurons]
+        k = max(1, int(round(share * counts.shape[1])))
+        total = counts.sum(axis=1)
+        return float(np.mean(np.where(total > 0, counts[:, :k].sum(axis=1) / np.maximum(total, 1),
+                                      0)))
 
     def layer_correlation(self, layer: int) -> float:
         """Mean over the neurons of ``layer`` of their largest correlation (over tokens) with any
@@ -170,10 +192,16 @@ def popularity(neurons: int, active_fraction: float, skew: float, max_probabilit
 def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: float = 0.1,
                     skew: float = 1.0, token_similarity: float = 0.6,
                     layer_correlation: float = 0.3, max_probability: float = 0.98,
-                    seed: int = 0, model_seed: int = 0) -> ActivationTrace:
+                    seed: int = 0, model_seed: int = 0,
+                    copy_similarity: float | None = None) -> ActivationTrace:
     """A synthetic trace (see the module docstring for what each parameter does). ``model_seed``
     fixes the model: which neurons are hot in each layer and the partners across layers (a
-    profiling trace and a later run of the same model share it); ``seed`` the tokens."""
+    profiling trace and a later run of the same model share it); ``seed`` the tokens.
+    ``copy_similarity``: None draws the layer-correlation copy decisions afresh for every token;
+    a number makes each neuron's decision a two-state chain of its own (stationary
+    ``layer_correlation``, lag-1 correlation ``copy_similarity``), so a neuron that follows its
+    partner keeps following it: without it, the fresh draws cap the adjacent-token similarity
+    (about 0.84 at layer correlation 0.8 and the 20/80 skew)."""
     for name, v, lo, hi in (("tokens", tokens, 1, 1 << 20), ("layers", layers, 1, 4096),
                             ("neurons", neurons, 1, 1 << 20)):
         _check(name, v, lo, hi, int)
@@ -182,6 +210,10 @@ def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: 
     _check("token_similarity", token_similarity, 0.0, 0.999)
     _check("layer_correlation", layer_correlation, 0.0, 1.0)
     _check("max_probability", max_probability, 1e-3, 1.0)
+    if copy_similarity is not None:
+        _check("copy_similarity", copy_similarity, 0.0, 0.999)
+        copy_on = layer_correlation + copy_similarity * (1 - layer_correlation)
+        copy_off = layer_correlation * (1 - copy_similarity)
     _check("seed", seed, 0, 2 ** 63 - 1, int)
     _check("model_seed", model_seed, 0, 2 ** 63 - 1, int)
     model_rng = np.random.default_rng(model_seed)
@@ -195,14 +227,23 @@ def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: 
     on_on, off_on = p + rho * (1 - p), p * (1 - rho)
     active = np.zeros((tokens, layers, neurons), dtype=bool)
     chain = rng.random((layers, neurons)) < p
+    copies = None
     for t in range(tokens):
         if t:
             u = rng.random((layers, neurons))
             chain = np.where(chain, u < on_on, u < off_on)
         state = chain.copy()
         if layer_correlation > 0:
+            if copy_similarity is not None:
+                # the copy decisions persist over tokens: a chain of their own per neuron
+                if copies is None:
+                    copies = rng.random((layers, neurons)) < layer_correlation
+                else:
+                    u = rng.random((layers, neurons))
+                    copies = np.where(copies, u < copy_on, u < copy_off)
             for layer in range(1, layers):
-                copy = rng.random(neurons) < layer_correlation
+                copy = copies[layer] if copy_similarity is not None else \
+                    rng.random(neurons) < layer_correlation
                 # the partner: the previous layer's neuron of the same popularity rank
                 partner_state = np.empty(neurons, dtype=bool)
                 partner_state[order[layer]] = state[layer - 1, order[layer - 1]]
@@ -210,8 +251,52 @@ def synthetic_trace(tokens: int, layers: int, neurons: int, *, active_fraction: 
         active[t] = state
     meta = {"source": "synthetic", "active_fraction": active_fraction, "skew": skew,
             "token_similarity": token_similarity, "layer_correlation": layer_correlation,
-            "max_probability": max_probability, "seed": seed, "model_seed": model_seed}
+            "max_probability": max_probability, "seed": seed, "model_seed": model_seed,
+            **({"copy_similarity": copy_similarity} if copy_similarity is not None else {})}
     return ActivationTrace(active, meta)
+
+
+def skew_for_top_share(active_fraction: float, top_share: float, share: float = 0.2,
+                       neurons: int = 8192, max_probability: float = 0.98) -> float:
+    """The power-law exponent whose firing probabilities (:func:`popularity`) put ``top_share``
+    of a layer's activations on its ``share`` most popular neurons (bisection; ``ValueError``
+    when no exponent in [0, 4] reaches it)."""
+    _check("top_share", top_share, 1e-6, 1.0)
+
+    def carried(skew):
+        p = popularity(neurons, active_fraction, skew, max_probability)
+        return float(p[:max(1, int(round(share * neurons)))].sum() / p.sum())
+    lo, hi = 0.0, 4.0
+    if not carried(lo) <= top_share <= carried(hi):
+        raise ValueError(f"no skew in [0, 4] puts {top_share:.0%} of activations on the top "
+                         f"{share:.0%} of neurons at active fraction {active_fraction}")
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if carried(mid) < top_share else (lo, mid)
+    return (lo + hi) / 2
+
+
+def token_similarity_for(adjacent: float, *, active_fraction: float, skew: float,
+                         layer_correlation: float, neurons: int = 8192, layers: int = 4,
+                         tokens: int = 64, seed: int = 0) -> float:
+    """The chains' lag-1 correlation (``token_similarity`` and ``copy_similarity`` of
+    :func:`synthetic_trace`, the same value) at which a generated trace's :meth:`ActivationTrace.similarity` at lag 1 is ``adjacent`` (bisection on
+    traces of ``neurons`` x ``layers`` x ``tokens``, seed ``seed``); ``ValueError`` when the
+    range [0, 0.999] does not reach it."""
+    _check("adjacent", adjacent, 0.0, 1.0)
+
+    def sim(rho):
+        return synthetic_trace(tokens, layers, neurons, active_fraction=active_fraction, skew=skew,
+                               token_similarity=rho, layer_correlation=layer_correlation,
+                               seed=seed, model_seed=seed, copy_similarity=rho).similarity(1)
+    lo, hi = 0.0, 0.999
+    if not sim(lo) <= adjacent <= sim(hi):
+        raise ValueError(f"adjacent-token similarity {adjacent} is out of the generator's reach "
+                         f"[{sim(lo):.3f}, {sim(hi):.3f}] at skew {skew:.3f}")
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sim(mid) < adjacent else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _is_activation(module) -> bool:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ndpdimm.sw.scenarios.catalog import ModelShape, load_model
 from ndpdimm.sw.scenarios.hermes.config import HermesConfig
+from ndpdimm.sw.scenarios.hermes.paper_predictor import RULE_SCORE, PaperPredictor
 from ndpdimm.sw.scenarios.hermes.predictor import NeuronPredictor
 from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace, synthetic_trace
 
@@ -56,14 +57,15 @@ class Workload:
         return dataclasses.replace(self, predicted=self.scores >= threshold)
 
 
-def _batch_trace(cfg: HermesConfig, model: ModelShape, tokens: int, seed_base: int) -> ActivationTrace:
-    layers = min(cfg.sample_layers, model.layers)
+def _batch_trace(cfg: HermesConfig, model: ModelShape, tokens: int, seed_base: int,
+                 lead: int = 0) -> ActivationTrace:
+    layers = min(cfg.sample_layers, model.layers) + lead
     active = None
     for b in range(cfg.batch):
         t = synthetic_trace(tokens, layers, model.ffn, active_fraction=cfg.active_fraction,
                             skew=cfg.skew, token_similarity=cfg.token_similarity,
                             layer_correlation=cfg.layer_correlation, seed=seed_base + b,
-                            model_seed=cfg.seed)
+                            model_seed=cfg.seed, copy_similarity=cfg.copy_similarity)
         active = t.active if active is None else active | t.active
     meta = dict(t.meta, batch=cfg.batch, seed=seed_base, note="union over the batch's sequences")
     return ActivationTrace(active, meta)
@@ -91,6 +93,9 @@ def make_workload(cfg: HermesConfig, model: ModelShape | None = None, trace: Act
             profile = ActivationTrace(profile.active[:, :trace.layers] if trace.layers <= profile.layers
                                       else np.tile(profile.active, (1, -(-trace.layers // profile.layers), 1))
                                       [:, :trace.layers], profile.meta)
+    if cfg.predictor != "window":
+        return _paper_workload(cfg, model, profile if trace is not None else None, run
+                               if trace is not None else None, log)
     t0 = time.perf_counter()
     predictor = NeuronPredictor(run.layers, model.ffn, window=cfg.predictor_window,
                                 coefficient=cfg.coefficient, seed=cfg.seed).fit(profile)
@@ -108,5 +113,51 @@ def make_workload(cfg: HermesConfig, model: ModelShape | None = None, trace: Act
             scores[t, s] = score
             predictor.observe(s, run.active[t, s], prev)
     memory = NeuronPredictor(1, model.ffn, window=cfg.predictor_window).memory_bytes(per_layer=True)
+    return Workload(model, cfg.batch, profile, run, predicted, memory, fit_s,
+                    time.perf_counter() - t0, scores)
+
+
+#: prompt tokens whose activations start the paper predictor's states (the last ones of the prompt)
+PROMPT_INIT_TOKENS = 128
+
+
+def _paper_workload(cfg: HermesConfig, model: ModelShape, profile: ActivationTrace | None,
+                    run: ActivationTrace | None, log) -> Workload:
+    """The workload with the paper's predictor (``cfg.predictor``: ``paper`` or one of its
+    evidence ablations). Synthetic traces carry one *lead* layer before the sampled ones, so
+    every sampled layer has a previous layer to read ``s2`` from (as every layer but the first
+    has in the model), and ``min(prompt, 128)`` prompt tokens before the decoded ones, whose
+    activation frequency starts the states. A replayed trace (``run`` given) has neither: its
+    first layer gets ``s2`` = 0 and the states start from the profiling trace's frequency."""
+    mode = {"paper": "both", "paper-token-only": "token-only",
+            "paper-layer-only": "layer-only"}[cfg.predictor]
+    if run is None:
+        init = min(cfg.prompt, PROMPT_INIT_TOKENS)
+        lead_profile = _batch_trace(cfg, model, cfg.profile_tokens, 1_000_003 * (cfg.seed + 1), lead=1)
+        full = _batch_trace(cfg, model, init + cfg.tokens, 7 * (cfg.seed + 1) + 10_000, lead=1)
+        prompt, decode = full.active[:init], full.active[init:]
+        profile = ActivationTrace(lead_profile.active[:, 1:], dict(lead_profile.meta, lead_layers=1))
+        run = ActivationTrace(decode[:, 1:], dict(full.meta, prompt_tokens=init, lead_layers=1))
+        lead = 1
+    else:
+        prompt, decode, lead = profile.active, run.active, 0
+        lead_profile = profile
+    t0 = time.perf_counter()
+    predictor = PaperPredictor(decode.shape[1], model.ffn, mode=mode).fit(lead_profile.active)
+    predictor.start(prompt)
+    fit_s = time.perf_counter() - t0
+    if log:
+        log(f"[hermes] paper predictor ({mode}): top-2 table fitted on {profile.tokens} profiling "
+            f"tokens, states from {prompt.shape[0]} tokens, in {fit_s:.1f} s")
+    t0 = time.perf_counter()
+    scores = np.zeros(run.active.shape, dtype=np.float32)
+    for t in range(decode.shape[0]):
+        for layer in range(decode.shape[1]):
+            prev = decode[t, layer - 1] if layer else None
+            if layer >= lead:
+                scores[t, layer - lead] = predictor.score(layer, prev)
+            predictor.observe(layer, decode[t, layer])
+    predicted = scores >= RULE_SCORE
+    memory = PaperPredictor(1, model.ffn).memory_bytes(per_layer=True)
     return Workload(model, cfg.batch, profile, run, predicted, memory, fit_s,
                     time.perf_counter() - t0, scores)
