@@ -10,7 +10,9 @@ from ndpdimm.sw.scenarios.hermes.traces import (
     load_trace,
     popularity,
     record_trace,
+    skew_for_top_share,
     synthetic_trace,
+    token_similarity_for,
 )
 
 
@@ -46,6 +48,43 @@ def test_layer_correlation_makes_the_previous_layer_predictive():
     assert abs(tight.active.mean() - 0.2) < 0.02                  # marginals kept
     with pytest.raises(ValueError, match="layer must be"):
         tight.layer_correlation(0)
+
+
+def test_similarity_and_top_share_on_hand_made_traces():
+    a = np.zeros((4, 1, 10), dtype=bool)
+    a[0, 0, :4] = True                     # token 0: neurons 0-3
+    a[1, 0, 2:6] = True                    # token 1: 2-5 (2 of token 0's 4 again)
+    a[2, 0, 2:6] = True                    # token 2: the same as token 1
+    a[3, 0, 9] = True
+    t = ActivationTrace(a, {})
+    assert t.similarity(1) == pytest.approx((2 + 4 + 0) / (4 + 4 + 4))
+    assert t.similarity(2) == pytest.approx((2 + 0) / (4 + 4))
+    # neurons 2-5 fire twice or three times: the top 2 of 10 (20 %) carry 2 x 3 of 13 firings
+    assert t.top_share(0.2) == pytest.approx(6 / 13)
+    with pytest.raises(ValueError, match="lag 4 needs more than 4 tokens"):
+        t.similarity(4)
+
+
+def test_persistent_copies_reach_the_papers_adjacent_similarity():
+    """Hermes' measured statistics (Section III): the skew that puts 80 % of the activations on
+    20 % of the neurons, and the chains' correlation that makes adjacent tokens 90 % similar at
+    layer correlation 0.9 (reachable only with persistent copies: fresh draws cap it)."""
+    skew = skew_for_top_share(0.112, 0.8)
+    p = popularity(8192, 0.112, skew)
+    assert p[:1638].sum() / p.sum() == pytest.approx(0.8, abs=1e-3)
+    rho = token_similarity_for(0.9, active_fraction=0.112, skew=skew, layer_correlation=0.9)
+    t = synthetic_trace(64, 4, 8192, active_fraction=0.112, skew=skew, token_similarity=rho,
+                        layer_correlation=0.9, copy_similarity=rho, seed=0, model_seed=0)
+    assert t.similarity(1) == pytest.approx(0.9, abs=2e-3)
+    assert t.similarity(25) < t.similarity(10) < t.similarity(1)
+    fresh = synthetic_trace(64, 4, 8192, active_fraction=0.112, skew=skew, token_similarity=0.999,
+                            layer_correlation=0.9, seed=0, model_seed=0)
+    assert fresh.similarity(1) < 0.9
+    with pytest.raises(ValueError, match="out of the generator's reach"):
+        token_similarity_for(0.9999, active_fraction=0.112, skew=skew, layer_correlation=0.9,
+                             neurons=512)
+    with pytest.raises(ValueError, match="no skew"):
+        skew_for_top_share(0.112, 0.999)
 
 
 def test_same_seed_same_trace_and_the_file_round_trip(tmp_path):
