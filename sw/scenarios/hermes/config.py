@@ -60,6 +60,10 @@ class HermesConfig(CoreChoice):
         "help": "the online predictor: 'paper' (Hermes Section IV-C: 4-bit state, top-2 table, "
                 "s1 + 6 x s2 > 15), 'window' (SPEC section 5: window, Bloom filter, table, "
                 "counters), or one of the paper's with one evidence only (its Fig. 13 ablations)"})
+    recall_floor: float = dataclasses.field(default=0.9, metadata={
+        "help": "run the sparse systems at the sparsest operating point of the predictor whose "
+                "recall on the activated cold neurons is at least this (default 0.9: the model "
+                "asked for is computed); 0: the predictor's own rule, however lossy"})
     predictor_window: int = 16
     coefficient: float = dataclasses.field(default=0.85, metadata={"help": "predictor coefficient"})
     adjust_window: int = 16
@@ -103,7 +107,7 @@ class HermesConfig(CoreChoice):
         floats = {"active_fraction": (1e-4, 0.9), "skew": (0.0, 4.0),
                   "token_similarity": (0.0, 0.999), "layer_correlation": (0.0, 1.0),
                   "coefficient": (0.05, 2.0), "remap_threshold": (1.0, 100.0),
-                  "adjust_margin": (0.0, 1.0),
+                  "adjust_margin": (0.0, 1.0), "recall_floor": (0.0, 1.0),
                   "gpu_reserve_gb": (0.0, 1e4)}
         for name, (lo, hi) in floats.items():
             v = getattr(self, name)

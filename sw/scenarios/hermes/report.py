@@ -46,7 +46,8 @@ _LABEL = {"accelerate": "Accelerate-like (offload, no overlap)",
 
 #: What the headline figure (tok/s) measures, printed under every report's header.
 HEADLINE = ("tok/s is decode only: tokens generated per second of decode steps (batch x steps / "
-            "decode time); the prefill is not in it, its time is the TTFT column")
+            "decode time), the prefill's time is the TTFT column; e2e is the Hermes paper's "
+            "metric, the generated tokens over prefill + decode")
 #: The swept parameters' axis labels, with units.
 _AXIS = {"batch": "batch (sequences)", "dimms": "NDP-DIMMs (count)",
          "units": "GEMV units per NDP core (count)",
@@ -66,17 +67,18 @@ def format_report(r: HermesResult) -> str:
              f"NDP cycles: {r.provenance['ndp']}; GPU: {r.provenance['gpu']}", HEADLINE, ""]
     comps = sorted({k for s in list(r.systems.values()) + list(r.ablations.values())
                     for k in s.breakdown_ms_per_step})
-    head = f"{'system':38s} {'tok/s':>8s} {'ms/step':>8s} " + \
+    head = f"{'system':38s} {'tok/s':>8s} {'e2e':>7s} {'ms/step':>8s} " + \
         " ".join(f"{k[:9]:>9s}" for k in comps) + \
         f" {'TTFT':>7s} {'tok/J':>7s} {'price':>8s} {'NDP':>5s} {'PCIe':>6s} {'hit':>5s}"
-    units = f"{'':38s} {'tok/s':>8s} {'ms':>8s} " + " ".join(f"{'ms':>9s}" for _ in comps) + \
+    units = f"{'':38s} {'tok/s':>8s} {'tok/s':>7s} {'ms':>8s} " + " ".join(f"{'ms':>9s}" for _ in comps) + \
         f" {'s':>7s} {'tok/J':>7s} {'USD':>8s} {'%':>5s} {'%':>6s} {'%':>5s}"
     for title, group in (("systems", r.systems), ("ablations", r.ablations)):
         lines += [f"-- {title} " + "-" * (len(head) - 4 - len(title)), head, units]
         for name, s in group.items():
             b = s.breakdown_ms_per_step
             lines.append(
-                f"{_LABEL.get(name, name)[:38]:38s} {s.tokens_per_s:8.2f} {s.ms_per_step:8.2f} "
+                f"{_LABEL.get(name, name)[:38]:38s} {s.tokens_per_s:8.2f} {s.e2e_tokens_per_s:7.2f} "
+                f"{s.ms_per_step:8.2f} "
                 + " ".join(f"{b.get(k, 0.0):9.2f}" for k in comps)
                 + f" {s.ttft_s:7.2f} {s.tokens_per_joule:7.3f} {s.price_usd['total']:8.0f}"
                 + f" {_fmt(s.ndp_utilisation and 100 * s.ndp_utilisation, '5.1f')}"
@@ -84,12 +86,16 @@ def format_report(r: HermesResult) -> str:
         lines.append("")
     p, pl, im = r.predictor, r.placement, r.imbalance
     lines += [
-        "columns: ms/step = decode step time on the critical path, then its parts (ms per step); "
+        "columns: tok/s = decode tokens/s (batch / step time); e2e = generated tokens over "
+        "prefill + decode (the Hermes paper's metric); "
+        "ms/step = decode step time on the critical path, then its parts (ms per step); "
         "TTFT = prefill time of the prompt (s); tok/J = decode tokens per joule; price = "
         "hardware price (USD); NDP = NDP-DIMM utilisation, PCIe = share of the step on PCIe, "
         "hit = hot-neuron hit rate (%)",
+        _operating_line(p, c.recall_floor),
         f"predictor (cold neurons): precision {_fmt(p['precision'], '.3f')}, recall "
-        f"{_fmt(p['recall'], '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
+        f"{_fmt(p['recall'], '.3f')}; all neurons: precision {_fmt(p.get('precision_all'), '.3f')}, "
+        f"recall {_fmt(p.get('recall_all'), '.3f')}, accuracy {_fmt(p.get('accuracy_all'), '.3f')}; state {p['memory_kb_per_layer']:.0f} KB per layer "
         f"({p['memory_mb_all_layers']:.1f} MB for all layers); table fitted in {p['fit_seconds']:.1f} s",
         f"placement ILP ({pl['solver']}, {pl['variables']} variables): {pl['status']} in "
         f"{pl['solve_seconds']:.2f} s, objective {pl['ilp_objective_ms']:.3f} ms/token "
@@ -106,6 +112,17 @@ def format_report(r: HermesResult) -> str:
     if r.rtl_samples is not None:
         lines.insert(-1, format_rtl_check(r.rtl_samples))
     return "\n".join(lines)
+
+
+def _operating_line(p: dict, floor: float) -> str:
+    """Which predictor ran and at which operating point, with the recall the headline has."""
+    op = p.get("operating_point") or {}
+    where = (f"at the sparsest point with cold recall >= {floor} (score >= "
+             f"{op['threshold']:.4f})" if op.get("threshold") is not None else
+             "at its own rule (no recall floor: skipped activated neurons are computation the "
+             "model does, the figures are of a lossier model)")
+    return (f"OPERATING POINT: {p.get('kind', 'window')} predictor {where}: cold recall "
+            f"{_fmt(p['recall'], '.3f')}, {_fmt(p.get('recall_all'), '.3f')} over all neurons")
 
 
 def _title(r: HermesResult, what: str) -> str:

@@ -76,14 +76,15 @@ from ndpdimm.sw.scenarios.hermes.simulate import (
 from ndpdimm.sw.scenarios.hermes.traces import ActivationTrace
 from ndpdimm.sw.scenarios.hermes.workload import Workload, make_workload
 
-__all__ = ["run", "operating_points", "HermesResult", "SystemResult", "HermesConfig"]
+__all__ = ["run", "operating_points", "floor_point", "HermesResult", "SystemResult", "HermesConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
 class SystemResult(Result):
     """One system's (or ablation's) decode: speed, time breakdown, the operator's health figures,
     energy and price (``None`` where a figure does not apply to the system)."""
-    tokens_per_s: float
+    tokens_per_s: float                    # decode only: batch / decode step time
+    e2e_tokens_per_s: float                # generated tokens / (prefill + decode): the paper's
     ms_per_step: float
     ttft_s: float
     breakdown_ms_per_step: dict            # component -> ms per decode step
@@ -166,8 +167,11 @@ def _accuracy(active: np.ndarray, predicted: np.ndarray, mask: np.ndarray | None
     tp = int((active & predicted).sum())
     fp = int((~active & predicted).sum())
     fn = int((active & ~predicted).sum())
+    tn = int(mask.sum()) * active.shape[0] - tp - fp - fn if mask is not None else \
+        active.size - tp - fp - fn
     return {"precision": tp / (tp + fp) if tp + fp else None,
             "recall": tp / (tp + fn) if tp + fn else None,
+            "accuracy": (tp + tn) / (tp + tn + fp + fn) if tp + tn + fp + fn else None,
             "cold_active": tp + fn, "cold_predicted": tp + fp}
 
 
@@ -184,6 +188,27 @@ def _operating_points(workload: Workload, part, thresholds) -> list[dict]:
                        "precision": a_cold["precision"], "recall_all": a_all["recall"],
                        "predicted_share": float(pred_th.mean())})
     return points
+
+
+def floor_point(workload: Workload, part, floor: float) -> dict:
+    """The sparsest operating point (highest score threshold) at which the predictor's recall on
+    the activated cold neurons of the run (those of ``part``'s sample layers off the GPU) is at
+    least ``floor``: the ``ceil(floor x n)``-th highest score among the ``n`` activated cold
+    neurons (every neuron scoring at least it is computed). ``floor`` 0 keeps the predictor's
+    own rule (``threshold`` None). The point is chosen on the run's own activations: it
+    guarantees the computed model, it does not claim a deployable predictor's accuracy."""
+    out = {"recall_floor": float(floor), "threshold": None}
+    if floor <= 0:
+        return out
+    if workload.scores is None:
+        raise ValueError("a recall floor needs the predictor's scores (a workload of make_workload)")
+    cold = ~part.on_gpu[np.arange(workload.run.layers)]
+    s = workload.scores[workload.run.active & cold[None]]
+    if s.size == 0:
+        return out
+    k = int(np.ceil(floor * s.size - 1e-9))
+    out["threshold"] = float(np.partition(s, s.size - k)[s.size - k])
+    return out
 
 
 def _frequency(trace: ActivationTrace, layers: int) -> np.ndarray:
@@ -216,7 +241,8 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
     e = energy_model.energy(usage)
     pcie = tl.breakdown.get("pcie", 0.0) + tl.breakdown.get("migration", 0.0)
     return {
-        "tokens_per_s": sh.batch / step, "ms_per_step": 1e3 * step, "ttft_s": ttft,
+        "tokens_per_s": sh.batch / step, "e2e_tokens_per_s": tokens / (ttft + tl.seconds),
+        "ms_per_step": 1e3 * step, "ttft_s": ttft,
         "breakdown_ms_per_step": {k: 1e3 * v / cfg.tokens for k, v in sorted(tl.breakdown.items())},
         "ndp_utilisation": (tl.ndp_busy / (dimms * tl.seconds)) if dimms else None,
         "pcie_time_share": pcie / tl.seconds,
@@ -348,6 +374,11 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
     ctx = RunContext() if ctx is None else ctx
     log, timeline, kernels = ctx.log, ctx.timeline, ctx.kernels
     o = _offline(cfg, log, workload, costs, trace, core, recall_thresholds)
+    operating = floor_point(o.workload, o.part, cfg.recall_floor)
+    if operating["threshold"] is not None:
+        o.workload = o.workload.at_threshold(operating["threshold"])
+        log(f"[hermes] operating point: score >= {operating['threshold']:.4f} for cold recall >= "
+            f"{cfg.recall_floor}")
     t_start, model, hw, dimms, sh = o.t_start, o.model, o.hw, o.dimms, o.sh
     workload, costs, thresholds, part = o.workload, o.costs, o.thresholds, o.part
     gpu_bytes, kv_end, freq, ndp_budget, dimm_room = (o.gpu_bytes, o.kv_end, o.freq, o.ndp_budget,
@@ -482,7 +513,10 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
     mem = workload.predictor_memory
     points = _operating_points(workload, part, thresholds)
     extra = {
-        "predictor": {**acc, "recall_all": _accuracy(act, workload.predicted, None)["recall"],
+        "predictor": {**acc, "kind": cfg.predictor, "operating_point": operating,
+                      "recall_all": _accuracy(act, workload.predicted, None)["recall"],
+                      "precision_all": _accuracy(act, workload.predicted, None)["precision"],
+                      "accuracy_all": _accuracy(act, workload.predicted, None)["accuracy"],
                       "operating_points": points,
                       "memory_bytes_per_layer": mem, "memory_kb_per_layer": sum(mem.values()) / 1e3,
                       "memory_mb_all_layers": sum(mem.values()) * sh.L / 1e6,

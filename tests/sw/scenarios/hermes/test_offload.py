@@ -18,7 +18,8 @@ from ndpdimm.sw.scenarios.hermes.simulate import (
 )
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
 
-CFG = HermesConfig(model="llama2-13b", tokens=3, prompt=8, profile_tokens=4, sample_layers=1)
+CFG = HermesConfig(model="llama2-13b", tokens=3, prompt=8, profile_tokens=4, sample_layers=1,
+                   recall_floor=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ def run_hermes(cfg, log=None, decode=True, recall_thresholds=(), **kw):
     return run(cfg, RunContext(log=log), recall_thresholds=recall_thresholds, **kw).as_dict()
 
 
-CFG = HermesConfig(model="llama2-7b", tokens=6, prompt=16, profile_tokens=12, sample_layers=2)
+CFG = HermesConfig(model="llama2-7b", tokens=6, prompt=16, profile_tokens=12, sample_layers=2,
+                   recall_floor=0.0)
 
 
 def _quiet(_):
