@@ -21,7 +21,7 @@ HELP = ("Hermes scenario: dense LLM decode on one GPU + NDP-DIMMs with activatio
         "against its baselines")
 #: the fields of HermesConfig that are options, in the order the help lists them (three runs,
 #: with the RTL samples' options and --trace between them)
-_HEAD = ("model", "hardware", "batch", "dimms", "units", "act_lanes", "backend")
+_HEAD = ("model", "hardware", "gpu", "batch", "dimms", "units", "act_lanes", "backend")
 _TAIL = ("prompt", "tokens", "sample_layers", "active_fraction", "skew", "token_similarity",
          "layer_correlation", "predictor", "coefficient", "hot_share", "cold_dtype")
 FIELDS = (*_HEAD, *_TAIL, "seed")

@@ -45,7 +45,7 @@ class Figure:
     key: str
     label: str
     unit: str
-    published: float
+    published: float | None            # None: held out (the paper's value is not revealed)
     published_source: str
     ours: float | None
     explanation: str = ""
@@ -53,7 +53,7 @@ class Figure:
     @property
     def ratio(self) -> float | None:
         """``ours / published`` (None when ours could not be produced or published is 0)."""
-        if self.ours is None or self.published == 0:
+        if self.ours is None or not self.published:
             return None
         return self.ours / self.published
 
@@ -62,8 +62,18 @@ class Figure:
         r = self.ratio
         return r is not None and 1 - tol <= r <= 1 + tol
 
+    @property
+    def held_out(self) -> bool:
+        """The published value is not revealed: ours is printed without a comparison."""
+        return self.published is None
+
+    def needs_explanation(self, tol: float = TOLERANCE) -> bool:
+        """Ours could not be produced, or it lies outside ``tol`` of a revealed published value."""
+        return self.ours is None or (not self.held_out and not self.within(tol))
+
     def to_json(self) -> dict:
-        return {**asdict(self), "ratio": self.ratio, "within_25pct": self.within()}
+        return {**asdict(self), "ratio": self.ratio,
+                "within_25pct": None if self.held_out else self.within()}
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,9 @@ class Reproduction:
 def check_figures(rep: Reproduction) -> None:
     """Raise :class:`ReproductionError` naming the first thing that breaks the reporting rules.
 
-    Every figure has a finite non-zero published value and a published source; ours is finite
-    or None; a figure outside +-25 % (or without ours) has an explanation; keys are unique;
+    Every figure has a finite non-zero published value (or None: held out) and a published
+    source (where a held-out value is, or why it is held out); ours is finite or None; a figure
+    outside +-25 % of a revealed value, or without ours, has an explanation; keys are unique;
     every sensitivity headline names a figure and every bar has a range source and finite
     values; every curve has its labels and series of ``[x, y]`` points.
     """
@@ -130,7 +141,7 @@ def check_figures(rep: Reproduction) -> None:
         if f.key in seen:
             raise ReproductionError(f"{where}: figure key {f.key!r} appears twice")
         seen.add(f.key)
-        if not _finite(f.published) or f.published == 0:
+        if not f.held_out and (not _finite(f.published) or f.published == 0):
             raise ReproductionError(f"{where}: figure {f.key!r}: published value {f.published!r} "
                                     "is not a finite non-zero number")
         if not str(f.published_source).strip():
@@ -138,7 +149,7 @@ def check_figures(rep: Reproduction) -> None:
         if f.ours is not None and not _finite(f.ours):
             raise ReproductionError(f"{where}: figure {f.key!r}: ours = {f.ours!r} is not a finite "
                                     "number (use None with an explanation)")
-        if not f.within() and not f.explanation.strip():
+        if f.needs_explanation() and not f.explanation.strip():
             what = ("could not be produced" if f.ours is None
                     else f"ratio {f.ratio:.3g} is outside [{1 - TOLERANCE:g}, {1 + TOLERANCE:g}]")
             raise ReproductionError(f"{where}: figure {f.key!r} ({f.label}) {what} and has no "
@@ -182,6 +193,8 @@ def format_table(rep: Reproduction) -> str:
              "|---|---|---|---|---|---|---|"]
     for f in rep.figures:
         ratio = "-" if f.ratio is None else f"{f.ratio:.2f}" + ("" if f.within() else " **!**")
+        if f.held_out:
+            ratio = "held out"
         lines.append(f"| {_cell(f.label)} | {_cell(f.unit)} | {_fmt(f.published)} | "
                      f"{_cell(f.published_source)} | {_fmt(f.ours)} | {ratio} | {_cell(f.explanation)} |")
     return "\n".join(lines)
@@ -190,7 +203,9 @@ def format_table(rep: Reproduction) -> str:
 def _markdown(rep: Reproduction, images: list[Path]) -> str:
     out = [f"# {rep.title}", "", f"Reference: {rep.reference}", "",
            f"Ratio = ours / published; **!** marks a figure outside +-{TOLERANCE:.0%} "
-           "(each has its explanation).", "", format_table(rep), ""]
+           "(each has its explanation); \"held out\": the paper's value is not revealed to this "
+           "project (a held-out check of the model), ours is printed alone.", "",
+           format_table(rep), ""]
     if rep.notes:
         out += ["## Notes", ""] + [f"- {n}" for n in rep.notes] + [""]
     for key, bars in rep.sensitivity.items():
@@ -219,7 +234,9 @@ def _bar_plot(rep: Reproduction, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    figs = rep.figures
+    figs = [f for f in rep.figures if not f.held_out]     # held-out ones: the table only
+    if not figs:
+        return None
     y = np.arange(len(figs))
     pub = [f.published for f in figs]
     ours = [f.ours if f.ours is not None else 0.0 for f in figs]
@@ -259,11 +276,14 @@ def _tornado_plot(rep: Reproduction, key: str, bars: list[SensitivityBar], path:
         ax.barh(i, hi - base, left=base, color="#fd8d3c", height=0.6)
     ax.set_yticks(range(len(bars)), [f"{b.parameter}\n{_fmt(b.low)} .. {_fmt(b.high)} "
                                      f"(base {_fmt(b.baseline)})" for b in bars], fontsize=7)
-    ends = [x for b in bars for x in (b.headline_at_low, b.headline_at_high)] + [base, f.published]
+    ends = [x for b in bars for x in (b.headline_at_low, b.headline_at_high)] + [base] + \
+        ([] if f.held_out else [f.published])
     pad = 0.08 * ((max(ends) - min(ends)) or abs(base) or 1.0)
     ax.set_xlim(min(ends) - pad, max(ends) + pad)
     ax.axvline(base, color="black", lw=1, label=f"ours {_fmt(base)}")
-    ax.axvline(f.published, color="#c00000", ls="--", lw=1.5, label=f"published {_fmt(f.published)}")
+    if not f.held_out:
+        ax.axvline(f.published, color="#c00000", ls="--", lw=1.5,
+                   label=f"published {_fmt(f.published)}")
     handles = ax.get_legend_handles_labels()[0] + [Patch(color="#6baed6", label="parameter at low"),
                                                    Patch(color="#fd8d3c", label="parameter at high")]
     ax.set_xlabel(_wrap(f"{f.label} [{f.unit}]", 90), fontsize=9)
@@ -306,7 +326,7 @@ def write_outputs(rep: Reproduction, out_dir) -> list[Path]:
     if out.exists() and not out.is_dir():
         raise ReproductionError(f"output folder {str(out)!r} is a file")
     out.mkdir(parents=True, exist_ok=True)
-    images = [_bar_plot(rep, out / f"{rep.paper}.png")]
+    images = [p for p in [_bar_plot(rep, out / f"{rep.paper}.png")] if p is not None]
     for key, bars in rep.sensitivity.items():
         if bars:
             images.append(_tornado_plot(rep, key, bars, out / f"{rep.paper}_tornado_{key}.png"))

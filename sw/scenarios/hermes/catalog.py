@@ -46,6 +46,12 @@ def list_hardware() -> list:
     return available_names("hardware")
 
 
-def load_hardware(name_or_path="hermes") -> Hardware:
-    """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file."""
-    return load_catalog("hardware", name_or_path, Hardware, stem_as="name")
+def load_hardware(name_or_path="hermes", gpu: str = "") -> Hardware:
+    """A system's hardware (built-in name or TOML path); :class:`CatalogError` on a bad file.
+    ``gpu``: a GPU of ``sw/configs/gpus`` (name or TOML path) in place of the file's (the rest of
+    the platform kept)."""
+    hw = load_catalog("hardware", name_or_path, Hardware, stem_as="name")
+    if gpu:
+        from ndpdimm.sw.scenarios.measured.gpus import load_gpu
+        hw = dataclasses.replace(hw, gpu=load_gpu(gpu))
+    return hw

@@ -212,7 +212,7 @@ def run_sweep(cfg: HermesConfig, axis: str, values=None, log=print, workers: int
     if not values:
         raise ValueError("a sweep needs at least one value")
     points = [dataclasses.replace(cfg, **{axis: v}) for v in values]     # validates every value
-    load_model(cfg.model), load_hardware(cfg.hardware)                     # fail before any work
+    load_model(cfg.model), load_hardware(cfg.hardware, cfg.gpu)                     # fail before any work
     sweep = Sweep(name=f"hermes-{axis}", job="hermes",
                   points=tuple(dataclasses.asdict(p) for p in points),
                   plot_x=axis, plot_y=tuple(f"{k}_tokens_per_s" for k in SYSTEMS))

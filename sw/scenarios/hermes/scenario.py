@@ -66,6 +66,7 @@ from ndpdimm.sw.scenarios.hermes.simulate import (
     accelerate_layers,
     cpu_seconds,
     datacenter_run,
+    dejavu_predictor_bytes,
     gpu_mlp_seconds,
     gpu_rows_seconds,
     ndp_run,
@@ -87,6 +88,9 @@ class SystemResult(Result):
     e2e_tokens_per_s: float                # generated tokens / (prefill + decode): the paper's
     ms_per_step: float
     ttft_s: float
+    mlp_ms_per_step: float | None          # critical-path time of the MLP blocks (NDP systems)
+    predictor_ms_per_step: float           # GPU time of the activation predictor per step
+    gpu_busy_ms_per_step: float
     breakdown_ms_per_step: dict            # component -> ms per decode step
     ndp_utilisation: float | None
     pcie_time_share: float
@@ -243,6 +247,9 @@ def _summary(tl, cfg, sh, ttft, energy_model, usage, price, dimms):
     return {
         "tokens_per_s": sh.batch / step, "e2e_tokens_per_s": tokens / (ttft + tl.seconds),
         "ms_per_step": 1e3 * step, "ttft_s": ttft,
+        "mlp_ms_per_step": 1e3 * tl.mlp_seconds / cfg.tokens if tl.mlp_seconds else None,
+        "predictor_ms_per_step": 1e3 * tl.predictor_busy / cfg.tokens,
+        "gpu_busy_ms_per_step": 1e3 * tl.gpu_busy / cfg.tokens,
         "breakdown_ms_per_step": {k: 1e3 * v / cfg.tokens for k, v in sorted(tl.breakdown.items())},
         "ndp_utilisation": (tl.ndp_busy / (dimms * tl.seconds)) if dimms else None,
         "pcie_time_share": pcie / tl.seconds,
@@ -307,7 +314,7 @@ def _offline(cfg: HermesConfig, log, workload, costs, trace, core, recall_thresh
         if isinstance(th, bool) or not isinstance(th, (int, float)) or not 0.0 <= th <= 1.0:
             raise ValueError(f"recall thresholds must be numbers in [0, 1], got {th!r}")
     t_start = time.perf_counter()
-    model, hw = load_model(cfg.model), load_hardware(cfg.hardware)
+    model, hw = load_model(cfg.model), load_hardware(cfg.hardware, cfg.gpu)
     dimms = hw.ndp.dimms if cfg.dimms is None else cfg.dimms
     sh = RunShape(model, cfg.batch, cfg.cold_dtype)
     check_setup(cfg, model, hw, dimms, sh)
@@ -457,13 +464,15 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
     acc_share = [1.0] * on_gpu_layers + [0.0] * (sh.L - on_gpu_layers)
     runs["accelerate"] = offload_run(cfg, costs, sh, workload, acc_share, kv_stream=kv_stream,
                                       overlap=False)
-    # Deja Vu-like: attention and the hottest neurons resident in the same proportion
+    # Deja Vu-like: attention and the hottest neurons resident in the same proportion of what
+    # its MLP predictors leave of the budget
+    dv_share = max(0.0, min(1.0, (off_budget - dejavu_predictor_bytes(sh)) / (sh.L * sh.layer_bytes)))
     hot = np.zeros_like(part.on_gpu)
     order = np.argsort(-freq, axis=1, kind="stable")
-    n_res = int(share * sh.F)
+    n_res = int(dv_share * sh.F)
     for l in range(sh.L):
         hot[l, order[l, :n_res]] = True
-    runs["dejavu"] = offload_run(cfg, costs, sh, workload, share, hot=hot, kv_stream=kv_stream)
+    runs["dejavu"] = offload_run(cfg, costs, sh, workload, dv_share, hot=hot, kv_stream=kv_stream)
     cpu_neuron = cpu_seconds(costs, sh, sh.mats)
     pi_rows = sh.qkv_rows + sh.H
     pi_part = _placement(cfg, costs, sh, freq, 1, gpu_budget=off_budget,
@@ -483,7 +492,9 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
 
     ttft_acc = prefill_seconds(costs, sh, cfg.prompt, [a * sh.layer_bytes for a in acc_share],
                         kv_to_dimms=False, overlap=False)
-    ttft = {"accelerate": ttft_acc, "flexgen": ttft_off, "dejavu": ttft_off, "powerinfer": ttft_pi,
+    ttft_dv = prefill_seconds(costs, sh, cfg.prompt, [dv_share * sh.layer_bytes] * sh.L,
+                              kv_to_dimms=False)
+    ttft = {"accelerate": ttft_acc, "flexgen": ttft_off, "dejavu": ttft_dv, "powerinfer": ttft_pi,
             "ndp_dense": ttft_dense, "random": ttft_ndp, "offline": ttft_ndp, "online": ttft_ndp,
             "hermes": ttft_ndp, "datacenter": ttft_dc}
     system_of = {"random": "hermes", "offline": "hermes", "online": "hermes"}

@@ -39,7 +39,8 @@ rest over PCIe each token, overlapped with compute (the KV cache stays on the
 GPU as far as it fits, the rest in host memory, read over PCIe each step - the
 same for the two baselines after it); ``dejavu`` also keeps the
 most frequent neurons resident and streams only the predicted-active others
-(attention streamed densely); ``powerinfer`` places hot neurons (and a share
+(attention streamed densely), and runs its own per-layer MLP predictor on the GPU
+(:data:`DEJAVU_PREDICTOR_RANK`; its weights take GPU memory from the resident share); ``powerinfer`` places hot neurons (and a share
 of QKV/output rows) on the GPU with the same ILP, the DIMM side replaced by
 the host CPU reading host DRAM; ``ndp_dense`` is the NDP system without
 sparsity (placement by the ILP with every neuron firing, the DIMMs compute all
@@ -76,7 +77,8 @@ from ndpdimm.sw.scenarios.hermes.remap import rebalance_layer
 
 __all__ = ["RunTally", "RunShape", "Placement", "ndp_run", "offload_run", "powerinfer_run",
            "datacenter_run", "prefill_seconds", "accelerate_layers", "cpu_seconds", "gpu_mlp_seconds",
-           "gpu_rows_seconds"]
+           "gpu_rows_seconds", "dejavu_predictor_bytes", "dejavu_predictor_seconds",
+           "DEJAVU_PREDICTOR_RANK", "pipeline_run"]
 
 
 # ---- accounting --------------------------------------------------------------------------------
@@ -103,6 +105,8 @@ class RunTally(Tally):
         self.pcie_bytes = self.host_dram_bytes = self.dimm_dram_bytes = 0.0
         self.ndp_macs = self.link_bytes = 0.0
         self.active = self.active_on_gpu = 0
+        self.mlp_seconds = 0.0             # critical-path time of the MLP blocks (NDP systems)
+        self.predictor_busy = 0.0          # GPU time of the activation predictor
         self.imbalance = []                # per token: mean over layers of max/mean DIMM load
         self.migrations = 0
         self.migration_log = []
@@ -248,6 +252,8 @@ def ndp_run(cfg, costs, sh, wl, place, dimms, *, sparse=True, adjust=False, rema
             tl.phase({"gpu": gpu_mlp + (g.overhead_s if sparse else 0.0)},       # + predictor
                      {"pcie": costs.pcie(sh.x_bytes) + costs.pcie(merge_bytes),
                       "ndp": float(ndp_mlp.max()), "link": merge_s if k.sum() else 0.0})
+            tl.mlp_seconds += tl.seconds - t_mlp
+            tl.predictor_busy += g.overhead_s if sparse else 0.0
             if timeline is not None:
                 _lay_layer(tl, costs, sh, l, s, c, (t_qkv, t_att, t_mlp), dimms=dimms,
                            gpu_rows=gpu_rows, ndp_rows=ndp_rows, pairs=pairs, o=o,
@@ -447,7 +453,9 @@ def offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ove
                     int((pred & ~hot[l]).sum()) * sh.neuron_bytes
                 tl.active_on_gpu += int((act & hot[l]).sum())
             stream += kv_stream * c
-            comp = att + gpu_mlp_seconds(costs, sh, n) + (g.overhead_s if hot is not None else 0.0)
+            predictor = dejavu_predictor_seconds(costs, sh) if hot is not None else 0.0
+            comp = att + gpu_mlp_seconds(costs, sh, n) + predictor
+            tl.predictor_busy += predictor
             if overlap:
                 tl.phase({"gpu": comp}, {"pcie": costs.pcie(stream)})
             else:
@@ -459,6 +467,25 @@ def offload_run(cfg, costs, sh, wl, resident_share, hot=None, kv_stream=0.0, ove
         tl.add({"gpu": g.linear(B, m.vocab, H).seconds})
         tl.gpu_busy += g.linear(B, m.vocab, H).seconds
     return tl
+
+
+#: Deja Vu's per-layer MLP predictor (a low-rank two-layer MLP, hidden -> rank -> neurons, on the
+#: GPU): its rank from the Hermes paper's Section III-B statement that MLP predictors for
+#: LLaMA-7B need about 2 GB (../shared/papers/hermes.md): 2e9 B / (32 layers x (4096 + 11008)
+#: x 2 B) = 2069
+DEJAVU_PREDICTOR_RANK = 2069
+
+
+def dejavu_predictor_bytes(sh) -> float:
+    """GPU memory of Deja Vu's MLP predictors, all layers (FP16)."""
+    return float(sh.L * DEJAVU_PREDICTOR_RANK * (sh.H + sh.F) * ELEM)
+
+
+def dejavu_predictor_seconds(costs, sh) -> float:
+    """One layer's Deja Vu MLP predictor on the GPU for the batch: hidden -> rank -> neurons."""
+    g = costs.gpu
+    return g.linear(sh.batch, DEJAVU_PREDICTOR_RANK, sh.H).seconds + \
+        g.linear(sh.batch, sh.F, DEJAVU_PREDICTOR_RANK).seconds
 
 
 def cpu_seconds(costs, sh, n_rows_equiv):
@@ -494,6 +521,7 @@ def powerinfer_run(cfg, costs, sh, wl, place, kv_stream=0.0):
                 tl.host_dram_bytes += kv_stream * c
             n_gpu, n_cpu = int((pred & place.on_gpu[l]).sum()), int((pred & ~place.on_gpu[l]).sum())
             gpu_mlp = gpu_mlp_seconds(costs, sh, n_gpu) + g.overhead_s
+            tl.predictor_busy += g.overhead_s
             cpu_mlp = cpu_seconds(costs, sh, n_cpu * sh.mats)
             tl.add({"gpu": attn})
             tl.phase({"gpu": gpu_mlp}, {"cpu": cpu_mlp, "pcie": sync if n_cpu else 0.0})
@@ -528,3 +556,33 @@ def datacenter_run(cfg, sh, dc):
         tl.active += 1
         tl.active_on_gpu += 1
     return tl
+
+
+def pipeline_run(cfg, sh, gpu, count: int, link_gbs: float) -> tuple[float, float]:
+    """``count`` GPUs (``gpu``: a :class:`~ndpdimm.sw.scenarios.catalog.Gpu`) in pipeline
+    parallel, as a TensorRT-LLM deployment runs a model whose heads the GPU count does not
+    divide (tensor parallelism needs it to): each GPU holds ``ceil(L / count)`` whole layers;
+    the batch goes through in ``m = min(batch, count)`` micro-batches, GPipe-style, so a step
+    takes ``(count + m - 1)`` stage times of one micro-batch (a stage: its layers plus sending
+    the activations to the next GPU over ``link_gbs``); the LM head runs once per step on the
+    last GPU. Returns ``(decode seconds for cfg.tokens steps, prefill seconds)`` (prefill: the
+    same schedule over the prompts, every prompt token through every layer)."""
+    g = GpuModel(gpu)
+    m_shape, B, H, n = sh.model, sh.batch, sh.H, int(count)
+    micro = min(B, n)
+    b = -(-B // micro)
+    per_gpu = -(-sh.L // n)
+    hop = b * H * ELEM / (link_gbs * 1e9)
+
+    def layer(tokens, seqs, q_len, context):
+        return (g.linear(tokens, sh.qkv_rows, H).seconds + g.linear(tokens, H, H).seconds +
+                (sh.mats - 1) * g.linear(tokens, sh.F, H).seconds + g.linear(tokens, H, sh.F).seconds +
+                g.attention(seqs, q_len, context, m_shape.heads, m_shape.kv_heads,
+                            m_shape.head_dim).seconds)
+    decode = 0.0
+    for t in range(cfg.tokens):
+        stage = per_gpu * layer(b, b, 1, cfg.prompt + t) + hop
+        decode += (n + micro - 1) * stage + g.linear(B, m_shape.vocab, H).seconds
+    stage = per_gpu * layer(b * cfg.prompt, b, cfg.prompt, cfg.prompt) + hop * cfg.prompt
+    prefill = (n + micro - 1) * stage + g.linear(B, m_shape.vocab, H).seconds
+    return decode, prefill

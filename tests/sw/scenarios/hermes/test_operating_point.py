@@ -68,3 +68,39 @@ def test_operating_points_match_runs_at_those_points(workload):
     # computing more neurons cannot make Hermes faster
     dense = run_hermes(CFG, workload=workload.at_threshold(0.0), log=_quiet, ablations=False)
     assert dense["systems"]["hermes"]["tokens_per_s"] < base["systems"]["hermes"]["tokens_per_s"]
+
+
+def test_the_recall_floor_picks_the_sparsest_point_that_meets_it(workload):
+    """floor_point: the highest score threshold at which the run's cold recall is at least the
+    floor; one step sparser (the next higher score among the activated cold neurons) misses it."""
+    from ndpdimm.sw.scenarios.hermes.scenario import _offline, floor_point
+    o = _offline(CFG, _quiet, workload, None, None, None, ())
+    cold = ~o.part.on_gpu[np.arange(workload.run.layers)]
+    s = np.sort(workload.scores[workload.run.active & cold[None]])
+    for floor in (0.5, 0.8, 0.9, 0.99):
+        th = floor_point(workload, o.part, floor)["threshold"]
+        recall = (s >= th).mean()
+        assert recall >= floor
+        above = s[s > th]
+        if above.size:                                  # a sparser point exists and misses
+            assert (s >= above.min()).mean() < floor
+    assert floor_point(workload, o.part, 0.0) == {"recall_floor": 0.0, "threshold": None}
+
+
+def test_the_default_run_computes_the_model_asked_for():
+    """The scenario's default (recall floor 0.9): the run's cold recall is at or above it, and
+    the result says at which point it ran; the paper's metric is tokens over prefill + decode."""
+    cfg = HermesConfig(model="llama2-7b", tokens=6, prompt=16, profile_tokens=12, sample_layers=2)
+    assert cfg.recall_floor == 0.9
+    r = run(cfg, RunContext(log=None), ablations=False)
+    assert r.predictor["recall"] >= 0.9
+    assert r.predictor["operating_point"]["recall_floor"] == 0.9
+    assert r.predictor["operating_point"]["threshold"] is not None
+    for name, s in r.systems.items():
+        decode_s = s.ms_per_step / 1e3 * cfg.tokens
+        assert s.e2e_tokens_per_s == pytest.approx(cfg.batch * cfg.tokens / (s.ttft_s + decode_s)), name
+        assert s.e2e_tokens_per_s < s.tokens_per_s
+    lossy = run(HermesConfig(**{**cfg.__dict__, "recall_floor": 0.0}), RunContext(log=None),
+                ablations=False)
+    assert lossy.predictor["recall"] <= r.predictor["recall"]
+    assert lossy.predictor["operating_point"]["threshold"] is None
