@@ -23,7 +23,8 @@ HELP = ("Hermes scenario: dense LLM decode on one GPU + NDP-DIMMs with activatio
 #: with the RTL samples' options and --trace between them)
 _HEAD = ("model", "hardware", "gpu", "batch", "dimms", "units", "act_lanes", "backend")
 _TAIL = ("prompt", "tokens", "sample_layers", "active_fraction", "skew", "token_similarity",
-         "layer_correlation", "predictor", "coefficient", "hot_share", "cold_dtype")
+         "layer_correlation", "predictor", "recall_floor", "coefficient", "hot_share",
+         "cold_dtype")
 FIELDS = (*_HEAD, *_TAIL, "seed")
 
 

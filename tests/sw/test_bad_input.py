@@ -176,6 +176,18 @@ def test_a_prompt_beyond_the_models_positions_is_refused_before_the_run(empty_fo
     assert "llama2-7b: prompt 4090 + 7 decode tokens = 4097 positions, the model has 4096" in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["hermes", "--predictor", "oracle"], "argument --predictor: invalid choice: 'oracle'"),
+    (["hermes", "--recall-floor", "1.5"], "recall_floor must be a number in [0.0, 1.0], got 1.5"),
+    (["hermes", "--gpu", "rtx5090"], "unknown GPU 'rtx5090'"),
+])
+def test_a_bad_predictor_recall_floor_or_gpu_is_refused_before_the_run(argv, message, empty_folder,
+                                                                      capsys):
+    err = refused(argv, capsys)
+    assert message in err
+    assert listing(empty_folder) == []
+
+
 @pytest.mark.parametrize("argv", [["hermes", "--units", "7"], ["hermes", "--units", "12"],
                                   ["trimoe", "--units", "12"], ["rapid", "--units", "12"],
                                   ["run-layer", "--units", "12"],
