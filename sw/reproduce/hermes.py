@@ -416,7 +416,6 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
     runner = _Runner(reduced, progress)
     ours, detail = _experiments(v, runner, progress)
     b1 = runner.run(v, v["model"], 1, ablations=True)
-    figures = _figures(v, runner, ours, detail, reduced)
 
     # ---- sensitivity of the two revealed figures --------------------------------------------
     tornado = _TORNADO_REDUCED if reduced else _TORNADO
@@ -434,6 +433,8 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
     for key, fn in ((_B1, headline_b1), (_SPEEDUP, headline_speedup)):
         sensitivity[key] = one_at_a_time(params, tornado[key], fn,
                                          progress=lambda m, k=key: progress(f"{k}: {m}"))
+
+    figures = _figures(v, runner, ours, detail, reduced, sensitivity)
 
     # ---- iso-accuracy and the physical PCIe beside the set-up ----------------------------------
     iso = runner.run(v, v["model"], 1, recall_floor=float(v["recall_floor"]))
@@ -511,11 +512,16 @@ def _curves(v, runner, batches) -> dict:
         "marks": {}}}
 
 
-def _figures(v, runner, ours, detail, reduced) -> list[Figure]:
+def _figures(v, runner, ours, detail, reduced, sensitivity) -> list[Figure]:
     b1 = runner.run(v, v["model"], 1, ablations=True)
     model = runner.model(v, v["model"])
     out = []
     why = _explanations(v, runner, ours, detail, b1)
+    for key, bars in sensitivity.items():           # the cause from the sweep, for each headline
+        if bars and key in why:
+            top = max(bars, key=lambda b: b.swing)
+            why[key] += (f". Tornado: {top.parameter} ({top.low:g}..{top.high:g}) moves it most, "
+                         f"{top.headline_at_low:.3g}..{top.headline_at_high:.3g}")
     for key, (label, unit, published, where) in FIGURES.items():
         if reduced:
             label = f"{label} [reduced: {model}]"

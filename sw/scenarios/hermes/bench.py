@@ -5,9 +5,10 @@ the default configuration (8 NDP-DIMMs of 256 units on the calibrated model
 backend, the RTX 4090 system, batch 1 and 16, prompt 512, 64 decode steps)
 for each model of the catalogue and writes ``bench/results/hermes.json``:
 
-* ``runs``: per model and batch, tokens/s and tokens per joule of every system
-  and ablation, Hermes' health figures (NDP utilisation, PCIe time share,
-  hot-neuron hit rate), the predictor's precision / recall on cold neurons
+* ``runs``: per model and batch, decode tokens/s and tokens per joule of every system
+  and ablation, end-to-end tokens/s (prefill + decode) of every system, Hermes' health figures (NDP utilisation, PCIe time share,
+  hot-neuron hit rate), the predictor's operating point (the sparsest with cold recall at
+  least the default floor, 0.9) and its precision / recall on cold neurons
   and the placement (hot share, QKV share on the GPU);
 * ``timing``: wall seconds of each full-size run, of its placement ILP
   (solve only) and of fitting the predictor's table, measured here.
@@ -49,13 +50,15 @@ def run_hermes_bench(out="bench/results/hermes.json", models=None, batches=(1, 1
             runs.append({
                 "model": name, "batch": batch,
                 "tokens_per_s": {k: every[k].tokens_per_s for k in SYSTEMS + ABLATIONS},
+                "e2e_tokens_per_s": {k: r.systems[k].e2e_tokens_per_s for k in SYSTEMS},
                 "tokens_per_joule": {k: r.systems[k].tokens_per_joule for k in SYSTEMS},
                 "hermes": {"ndp_utilisation": h.ndp_utilisation,
                            "pcie_time_share": h.pcie_time_share,
                            "hot_hit_rate": h.hot_hit_rate, "imbalance": h.imbalance},
                 "speedup_vs": {k: h.tokens_per_s / every[k].tokens_per_s
                                for k in ("accelerate", "flexgen", "dejavu", "powerinfer", "ndp_dense")},
-                "predictor": {k: r.predictor[k] for k in ("precision", "recall",
+                "predictor": {k: r.predictor[k] for k in ("kind", "operating_point", "precision",
+                                                          "recall", "recall_all",
                                                           "memory_kb_per_layer")},
                 "placement": {k: r.placement[k] for k in ("hot_share", "qkv_gpu_share",
                                                           "gpu_budget_gb", "ilp_objective_ms",
