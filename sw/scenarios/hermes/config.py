@@ -40,8 +40,8 @@ class HermesConfig(CoreChoice):
         "builtins": "hardware", "help": "built-in hardware or a TOML file (default hermes)"})
     gpu: str = dataclasses.field(default="", metadata={
         "builtins": "gpus",
-        "help": "a GPU of sw/configs/gpus (or a TOML file) in place of the hardware file's "
-                "(default: the hardware file's)"})
+        "help": "a built-in GPU or a TOML file in place of the hardware file's (default: the "
+                "hardware file's)"})
     batch: int = dataclasses.field(default=1, metadata={
         "positive": True, "help": "sequences per decode step, 1..16"})
     dimms: int | None = dataclasses.field(default=None, metadata={      # None: the hardware file's
