@@ -2,7 +2,8 @@
 
 :class:`TriMoeConfig` embeds the NDP core choice (``sw/scenarios/base.py``); a bad value raises
 ``ValueError`` naming the field when the configuration is made, before anything runs.
-:data:`SYSTEMS` are the compared systems, :data:`DOMAINS` the devices each may schedule on.
+:data:`SYSTEMS` are the compared systems, :data:`DOMAINS` the devices each may schedule on and
+:data:`ROUTED_DOMAINS` those its routed experts may use.
 """
 
 import dataclasses
@@ -10,12 +11,17 @@ import dataclasses
 from ndpdimm.sw.scenarios.base import CoreChoice
 from ndpdimm.sw.scenarios.trimoe.workload import RoutingTraceConfig
 
-__all__ = ["TriMoeConfig", "SYSTEMS", "DOMAINS"]
+__all__ = ["TriMoeConfig", "SYSTEMS", "DOMAINS", "ROUTED_DOMAINS"]
 
-SYSTEMS = ("gpu_only", "gpu_cpu", "gpu_ndp", "trimoe")
+SYSTEMS = ("gpu_only", "gpu_cpu", "cpu_routed", "gpu_ndp", "trimoe")
 #: the devices each system's scheduler may use
-DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "gpu_ndp": ("gpu", "ndp"),
-           "trimoe": ("gpu", "cpu", "ndp")}
+DOMAINS = {"gpu_only": ("gpu",), "gpu_cpu": ("gpu", "cpu"), "cpu_routed": ("gpu", "cpu"),
+           "gpu_ndp": ("gpu", "ndp"), "trimoe": ("gpu", "cpu", "ndp")}
+#: the domains a *routed* expert may run on (shared experts always run on the GPU): every
+#: domain of the system, except in ``cpu_routed``, where the GPU computes only the shared experts
+#: (and keeps no routed expert in its memory) and the AMX CPU every routed one
+#: (KTransformers' placement)
+ROUTED_DOMAINS = {**DOMAINS, "cpu_routed": ("cpu",)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +40,7 @@ class TriMoeConfig(CoreChoice):
     hardware: str = dataclasses.field(default="h100-amx", metadata={
         "builtins": "trimoe_hardware",
         "help": "built-in hardware or a TOML file (default h100-amx)"})
-    batch: int = dataclasses.field(default=512, metadata={   # 64..768 in the paper's range
+    batch: int = dataclasses.field(default=512, metadata={   # the paper decodes 256..768 (review)
         "positive": True, "help": "tokens per step (default 512)"})
     steps: int = dataclasses.field(default=16, metadata={
         "positive": True, "help": "steps simulated (default 16)"})
@@ -65,7 +71,7 @@ class TriMoeConfig(CoreChoice):
         "help": "DIMM-Link bit-error rate for relayouts and moves (model; default 0)"})
     seed: int = 0
     systems: tuple = dataclasses.field(default=SYSTEMS, metadata={
-        "help": "comma-separated subset of gpu_only,gpu_cpu,gpu_ndp,trimoe (default all)"})
+        "help": f"comma-separated subset of {','.join(SYSTEMS)} (default all)"})
     # systems whose scheduler runs the bottleneck-aware refinement after the greedy pass (the
     # others keep the greedy placement: prior systems, as TriMoE's ablation removes it)
     refinement: tuple = SYSTEMS

@@ -23,8 +23,8 @@ from ndpdimm.sw.scenarios.trimoe.scenario import TriMoeConfig, TriMoeResult, run
 
 __all__ = ["format_report", "write_report", "figures", "trimoe_command", "LABELS", "HEADLINE"]
 
-LABELS = {"gpu_only": "GPU only", "gpu_cpu": "GPU + AMX CPU", "gpu_ndp": "GPU + NDP-DIMMs",
-          "trimoe": "TriMoE (GPU + CPU + NDP)"}
+LABELS = {"gpu_only": "GPU only", "gpu_cpu": "GPU + AMX CPU", "cpu_routed": "routed experts on CPU",
+          "gpu_ndp": "GPU + NDP-DIMMs", "trimoe": "TriMoE (GPU + CPU + NDP)"}
 _PLACE = ("inactive", "GPU hit", "GPU miss", "CPU", "NDP")
 #: What the headline figures measure, printed under every report's header.
 HEADLINE = ("MoE layers only: layer ms = the scheduled makespan of one MoE layer's experts (NDP "

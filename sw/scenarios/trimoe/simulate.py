@@ -3,13 +3,15 @@
 One run (:func:`~ndpdimm.sw.scenarios.trimoe.scenario.run`, ``ndpdimm trimoe``) takes an MoE model and the
 hardware from the catalogue (``sw/scenarios/trimoe/catalog.py``), a batch of tokens per
 step and a routing trace (synthetic, ``sw/scenarios/trimoe/workload.py``, or a recorded
-file), and simulates the MoE layers of ``steps`` steps for four systems:
+file), and simulates the MoE layers of ``steps`` steps for five systems:
 
 ===========  ==================================================================================
 system       devices the scheduler may use
 ===========  ==================================================================================
 gpu_only     the GPU: resident experts (hits) and the others copied over PCIe (misses)
 gpu_cpu      GPU + the AMX CPU reading the experts from host memory (all striped)
+cpu_routed   the AMX CPU computes every routed expert from host memory (all striped); the GPU
+             only the shared experts, with no routed expert resident (KTransformers' placement)
 gpu_ndp      GPU + the NDP-DIMMs, each computing the experts localized on it (the non-resident
              experts all localized, balanced over the DIMMs; GPU misses read one DIMM)
 trimoe       all three, with the layouts managed: planned from the profile, relayout over
@@ -27,7 +29,8 @@ misses read from it - a striped expert spreads over all DIMMs, a localized one
 loads its home - over the layer's time); that is the layer's latency. Systems
 with DIMMs schedule each layer a second time with the CPU and GPU-miss options
 withdrawn from the experts a DIMM can run, and keep the schedule whose
-contended makespan is lower. All systems use the same GPU residency: the ``slots`` per
+contended makespan is lower. All systems but ``cpu_routed`` (whose GPU holds no routed
+expert: ``config.ROUTED_DOMAINS``) use the same GPU residency: the ``slots`` per
 layer that fit in the GPU's expert memory (``(memory - reserved) /
 expert bytes / MoE layers``, after the shared experts), filled from a
 profiling trace (``gpu_staging_experts`` buffers are kept for the misses to stream
@@ -75,7 +78,7 @@ import numpy as np
 
 from ndpdimm.sw.kernels.expert import Shape as ExpertShape
 from ndpdimm.sw.scenarios.base import Result, Tally
-from ndpdimm.sw.scenarios.trimoe.config import DOMAINS
+from ndpdimm.sw.scenarios.trimoe.config import DOMAINS, ROUTED_DOMAINS
 from ndpdimm.sw.scenarios.trimoe.manager import STRIPED, EmaPredictor, ExpertLayout, GpuResidency
 from ndpdimm.sw.scenarios.trimoe.scheduler import Device, ExpertTask, InfeasibleSchedule, schedule
 
@@ -162,8 +165,10 @@ def simulate(system: str, cfg, model, hw, costs, profile, run, progress=None, ti
     dimms = hw.ndp.dimms
     eb = costs.expert_bytes
     # GPU: expert memory minus the shared experts of every MoE layer, split over the MoE layers
+    # (none where the GPU runs no routed expert)
     gpu_room = (hw.gpu.memory_gb - hw.gpu.reserved_gb) * 1e9 - cfg.gpu_staging_experts * eb
-    slots = max(0, int(gpu_room // eb) // model.moe_layers - model.shared_experts)
+    slots = max(0, int(gpu_room // eb) // model.moe_layers - model.shared_experts) \
+        if "gpu" in ROUTED_DOMAINS[system] else 0
     residency = GpuResidency(n_layers, n_exp, slots, cfg.theta_hot)
     layout = ExpertLayout(n_layers, n_exp, dimms, eb,
                           hw.ndp.capacity_gb * 1e9 * n_layers / model.moe_layers)
@@ -306,11 +311,14 @@ def _lay_step_end(tally, s, step_start, before, prefetch_s):
     tl.slice(p, STEP, f"step {s}", step_start, tally.clock - step_start, {"step": s})
 
 
-def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads, gather=True):
-    """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s); ``avoid_reads``:
-    an expert that can run on a DIMM may not be read by the CPU or as a GPU miss; ``gather``
-    (trimoe): a striped expert may be gathered into a DIMM inside its task."""
+def _tasks(system, model, costs, state, layer, loads, rates, avoid_reads, gather=True):
+    """The layer's ExpertTasks at the per-DIMM host-read ``rates`` (GB/s): the shared experts on
+    the GPU, each routed expert with its time on every device of the system's
+    ``ROUTED_DOMAINS``; ``avoid_reads``: an expert that can run on a DIMM may not be read by
+    the CPU or as a GPU miss; ``gather`` (trimoe): a striped expert may be gathered into a DIMM
+    inside its task."""
     res, lay = state.residency, state.layout
+    routed = ROUTED_DOMAINS[system]
     batch = int(loads.sum()) // model.top_k
     tasks = [ExpertTask(-1 - k, batch, {"gpu": costs.gpu(batch, True)})
              for k in range(model.shared_experts)]
@@ -320,7 +328,7 @@ def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads,
         home = int(lay.home[layer, e])
         striped = home == STRIPED
         times, used = {}, {}
-        if "ndp0" in names:
+        if "ndp" in routed:
             if not striped:
                 times[f"ndp{home}"] = costs.ndp(t, rates[home])
             elif system == "trimoe" and gather:
@@ -328,9 +336,9 @@ def _tasks(system, model, costs, state, names, layer, loads, rates, avoid_reads,
                     if lay.free(j) >= costs.expert_bytes:
                         times[f"ndp{j}"] = costs.relayout(True) + costs.ndp(t, rates[j])
                         used[f"ndp{j}"] = costs.expert_bytes
-        if hit or not (avoid_reads and times):
+        if "gpu" in routed and (hit or not (avoid_reads and times)):
             times["gpu"] = costs.gpu(t, hit, striped)
-        if "cpu" in names and not (avoid_reads and times.keys() - {"gpu"}):
+        if "cpu" in routed and not (avoid_reads and times.keys() - {"gpu"}):
             times["cpu"] = costs.cpu(t, striped)
         tasks.append(ExpertTask(e, t, times, used))
     return tasks
@@ -383,8 +391,7 @@ def _layer(system, cfg, model, costs, state, devices, layer, loads, tally):
             for d in devices]
     candidates = []
     for avoid in ((False, True) if "ndp0" in names else (False,)):
-        tasks = _tasks(system, model, costs, state, names, layer, loads, prev, avoid,
-                       cfg.dynamic_layout)
+        tasks = _tasks(system, model, costs, state, layer, loads, prev, avoid, cfg.dynamic_layout)
         try:
             sched = schedule(tasks, devs, max_iterations=10_000 if system in cfg.refinement else 0)
         except InfeasibleSchedule:

@@ -121,7 +121,7 @@ def test_unknown_names_and_broken_files(tmp_path):
 
 
 def test_hardware_catalogue(capsys):
-    assert list_trimoe_hardware() == ["h100-amx"]
+    assert list_trimoe_hardware() == ["h100-amx", "h100-pcie-8470"]
     h = load_trimoe_hardware()
     assert capsys.readouterr() == ("", "")
     assert h.name == "h100-amx" and h.gpu.memory_gb == 80 and h.gpu.fp16_tflops == 756
@@ -152,6 +152,23 @@ def test_hardware_catalogue(capsys):
     experts = m.moe_layers * (m.experts + m.shared_experts) * m.expert_bytes()
     assert experts / 1e9 < h.cpu.memory_gb
     assert h.gpu.reserved_gb < h.gpu.memory_gb
+
+
+
+def test_the_papers_hardware_file_is_its_stated_set_up():
+    """h100-pcie-8470 (the reproduction's): an H100 PCIe, a Xeon Platinum 8470 (52 cores, AMX at
+    the assumed 1.6 GHz, 8 DDR5-4400 channels), 16 NDP-DIMMs, PCIe 5.0 at the paper's 64 GB/s one
+    way, and no KV cache in GPU memory; the GPU fit and the NDP-DIMMs are the default file's."""
+    paper, default = load_trimoe_hardware("h100-pcie-8470"), load_trimoe_hardware("h100-amx")
+    assert paper.name == "h100-pcie-8470" and paper.gpu.name == "H100 PCIe 80GB"
+    assert paper.pcie.gbytes_per_s == 64.0 and default.pcie.gbytes_per_s == pytest.approx(51.0, rel=1e-3)
+    assert "8470" in paper.cpu.name and paper.cpu.cores == 52 and paper.cpu.sockets == 1
+    assert paper.cpu.amx_bf16_tflops == pytest.approx(52 * 1024 * 1.6e9 / 1e12, abs=0.01)
+    assert paper.cpu.memory_channels == 8 and paper.cpu.memory_bandwidth_gbs == pytest.approx(8 * 35.2)
+    assert paper.ndp == default.ndp and paper.ndp.dimms == 16
+    # only the reserved memory differs on the GPU: the KV cache lives in the host DIMMs
+    assert dataclasses.replace(paper.gpu, reserved_gb=default.gpu.reserved_gb) == default.gpu
+    assert paper.gpu.reserved_gb == default.gpu.reserved_gb - 6.0
 
 
 @pytest.mark.parametrize("edit, message", [

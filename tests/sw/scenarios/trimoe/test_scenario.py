@@ -79,6 +79,8 @@ def test_every_system_reports_consistent_figures(small_run):
     assert only["executions"]["cpu"] == only["executions"]["ndp"] == 0
     assert r.as_dict()["systems"]["gpu_cpu"]["executions"]["ndp"] == 0
     assert r.as_dict()["systems"]["gpu_ndp"]["executions"]["cpu"] == 0
+    routed_on_cpu = r.as_dict()["systems"]["cpu_routed"]["executions"]
+    assert routed_on_cpu["cpu"] == sum(routed_on_cpu.values()) > 0
     # a domain the system does not have is never busy
     assert only["utilisation"]["cpu"] is None and only["utilisation"]["ndp"] is None
     # more devices help here: the GPU alone pays PCIe for every miss
@@ -275,7 +277,7 @@ def test_timeline_lays_every_system_schedule(small_model, small_costs, tmp_path)
         p = f"TriMoE {system}"
         names = set(f.track_names(p))
         assert {"step", "MoE layer", "GPU"} <= names
-        assert ("CPU (AMX)" in names) == (system in ("gpu_cpu", "trimoe"))
+        assert ("CPU (AMX)" in names) == (system in ("gpu_cpu", "cpu_routed", "trimoe"))
         assert ({_dimm_track(j) for j in range(dimms)} <= names) == (system in ("gpu_ndp", "trimoe"))
         for track in names - {"DIMM-Link"}:
             assert not f.overlaps(p, track), (system, track, f.overlaps(p, track)[:1])
@@ -371,3 +373,71 @@ def test_a_layer_whose_reads_cannot_be_withdrawn_keeps_the_first_schedule():
     profile, run, _ = make_traces(cfg, model)
     out = simulate("trimoe", cfg, model, hw, costs, profile, run).as_dict()
     assert out["moe_layer_latency_ms"] > 0
+
+
+# ---- the baseline systems' defining behaviour (the reproduction's Klotski-, KTransformers- and
+# MoNDE-like baselines, sw/reproduce/trimoe.py) on a GPU that holds only 7 experts per layer ----
+
+@pytest.fixture(scope="module")
+def tight_gpu(small_model, small_costs):
+    """The small MoE on a GPU with room for 7 routed experts per layer (of 32), so that some
+    experts miss it: (model, hardware, costs, config, profile loads, run loads)."""
+    from ndpdimm.sw.scenarios.trimoe.workload import make_traces
+    model, hw = load_moe_model(small_model), load_trimoe_hardware()
+    hw = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, reserved_gb=79.97))
+    cfg = _cfg(small_model, seed=0)
+    profile, loads, _ = make_traces(cfg, model)
+    return model, hw, small_costs.with_hardware(hw), cfg, profile, loads
+
+
+def _simulate(system, tight_gpu, hw=None):
+    from ndpdimm.sw.scenarios.trimoe.simulate import simulate
+    model, base, costs, cfg, profile, loads = tight_gpu
+    hw = base if hw is None else hw
+    return simulate(system, cfg, model, hw, costs if hw is base else costs.with_hardware(hw),
+                    profile, loads)
+
+
+def _half_pcie(hw):
+    return dataclasses.replace(hw, pcie=dataclasses.replace(
+        hw.pcie, protocol_efficiency=hw.pcie.protocol_efficiency / 2))
+
+
+def test_gpu_only_streams_the_missed_experts_over_pcie(tight_gpu):
+    """Klotski-like: every routed expert runs on the GPU, the non-resident ones copied over PCIe
+    (pipelined with their compute), so halving the PCIe bandwidth slows the layer down."""
+    out = _simulate("gpu_only", tight_gpu)
+    assert out.gpu_slots_per_layer == 7
+    assert out.executions["cpu"] == out.executions["ndp"] == 0
+    assert out.executions["gpu_miss"] > 0 and out.executions["gpu_hit"] > 0
+    slower = _simulate("gpu_only", tight_gpu, _half_pcie(tight_gpu[1]))
+    assert slower.moe_layer_latency_ms > 1.5 * out.moe_layer_latency_ms
+
+
+def test_cpu_routed_computes_every_routed_expert_on_the_cpu_never_the_gpu_or_ndp(tight_gpu):
+    """KTransformers-like: the AMX CPU computes every routed expert, the GPU only the shared
+    expert (it is busy, and keeps no routed expert), nothing crosses PCIe and no DIMM computes."""
+    from ndpdimm.sw.scenarios.trimoe.config import DOMAINS, ROUTED_DOMAINS
+    assert DOMAINS["cpu_routed"] == ("gpu", "cpu") and ROUTED_DOMAINS["cpu_routed"] == ("cpu",)
+    out = _simulate("cpu_routed", tight_gpu)
+    active = int((tight_gpu[5] > 0).sum())
+    assert out.executions == {"gpu_hit": 0, "gpu_miss": 0, "cpu": active, "ndp": 0}
+    assert out.gpu_slots_per_layer == 0 and out.migration_counts["prefetches"] == 0
+    assert 0 < out.utilisation["gpu"] < out.utilisation["cpu"] and out.utilisation["ndp"] is None
+    slower_pcie = _simulate("cpu_routed", tight_gpu, _half_pcie(tight_gpu[1]))
+    assert slower_pcie.moe_layer_latency_ms == out.moe_layer_latency_ms
+
+
+def test_gpu_ndp_sends_hot_experts_to_the_gpu_and_cold_ones_to_the_dimms_never_the_cpu(tight_gpu):
+    """MoNDE-like: the experts the GPU computes (resident or copied over PCIe) carry many tokens,
+    those the NDP-DIMMs compute near memory few; the CPU never computes."""
+    import numpy as np
+    out = _simulate("gpu_ndp", tight_gpu)
+    loads = tight_gpu[5]
+    assert out.executions["cpu"] == 0 and out.utilisation["cpu"] is None
+    assert out.executions["ndp"] > 0 and out.executions["gpu_miss"] > 0
+    gpu, ndp = [], []                   # tokens of the first sampled layer's experts, per step
+    for step, codes in enumerate(out.placement):
+        for expert, code in enumerate(codes):
+            (gpu if code in (1, 2) else ndp if code == 4 else []).append(loads[step, 0, expert])
+    assert gpu and ndp and np.mean(gpu) > 5 * np.mean(ndp)
