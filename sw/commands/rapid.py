@@ -21,7 +21,7 @@ HELP = ("RAPID scenario: power-aware disaggregated prefill/decode LLM serving on
         "under a power cap, with an NDP-DIMM decode tier, against static configurations")
 #: the fields of RapidConfig that are options, in the order the help lists them (with
 #: --save-trace and the RTL samples' options between them)
-_HEAD = ("workload", "pattern", "mode", "duration_s", "rate_scale", "seed", "trace")
+_HEAD = ("workload", "pattern", "mode", "time_shift", "duration_s", "rate_scale", "seed", "trace")
 _MIDDLE = ("kv_path", "ndp", "backend")
 _TAIL = ("units", "ndp_dimms", "ttft_slo_s", "tpot_slo_s", "model", "node")
 FIELDS = (*_HEAD, *_MIDDLE, *_TAIL)

@@ -17,7 +17,14 @@ of offered loads, as one sweep on the project's Dask runner (``sw/sweep/``, job 
    resolution), so it stays finite when the static split meets no SLO at all;
 3. **sensitivity**: the headline (the attainment ratio of the case that gives it, at that case's
    peak load) with one parameter at a time at each end of its sourced range, the others at their
-   value; node parameters are written into a copy of the node file.
+   value; node parameters are written into a copy of the node file;
+4. **power time-shifting** (SPEC section 5's further option; the paper publishes no figure for
+   it, so it gives curves, notes and ``setup["time_shift"]``, no row of the table): each
+   controlled system with and without time-shifting (``sw/scenarios/rapid/timeshift.py``) on
+   one diurnal day of a case's workload at its TTFT SLO, in this process: goodput, SLO
+   attainment, energy, mean and maximum node power (checked against the budget), the
+   time-shifting decisions, and per "hour" of the day the attainment, the prefill GPUs' mean cap
+   and the node's draw.
 
 Nothing is fitted: the published numbers are only compared against. A TTFT SLO of
 ``"baseline"`` is the scenario's documented rule (the 90th percentile TTFT of static-4p4d on the
@@ -289,15 +296,19 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print)
         sensitivity["slo_attainment_ratio_at_peak"] = one_at_a_time(
             params, sens_names, lambda o: at[next(iter(o.items()))])
 
+    # 4. power time-shifting on a diurnal day (no published figure)
+    shift = _time_shift(v, cases, slos, node, kv_path, seed, reduced, progress)
+
     figures = _figures(results, best, best_w, rapid, static, sensitivity)
     rep = Reproduction(
         paper="rapid", title="RAPID: power-aware disaggregated serving",
         reference="RAPID, 'Power Aware Dynamic Reallocation For Inference', arXiv 2601.12241v1 (2026)",
-        setup=_setup(params, cases, slos, mean_rate, sweep, results, runner, reduced,
-                     time.perf_counter() - t0),
+        setup={**_setup(params, cases, slos, mean_rate, sweep, results, runner, reduced,
+                        time.perf_counter() - t0), "time_shift": shift},
         figures=figures, sensitivity=sensitivity,
-        curves=_curves(cases, sweep, results, mean_rate, target, rapid, static),
-        notes=_notes(cases, slos, results, rapid, static, target, tpot))
+        curves={**_curves(cases, sweep, results, mean_rate, target, rapid, static),
+                **_time_shift_curves(shift)},
+        notes=_notes(cases, slos, results, rapid, static, target, tpot) + _time_shift_notes(shift))
     progress(f"done in {time.perf_counter() - t0:.0f} s")
     return rep
 
@@ -443,4 +454,139 @@ def _notes(cases, slos, results, rapid, static, target, tpot) -> list[str]:
                  "project's RAPID scenario (SPEC section 5, docs/rapid.md), every value sourced in "
                  "sw/configs/reproduce/rapid.toml. The 1.7x QPS/W figure comes from a third-party "
                  "AI-generated summary, not from the paper's text.")
+    return notes
+
+
+def _time_shift(v: dict, cases: list[Case], slos: dict, node: str, kv_path: str, seed: int,
+                reduced: bool, progress) -> dict:
+    """Step 4 (module docstring): every system of ``time_shift.systems`` with and without power
+    time-shifting on the ``time_shift.pattern`` trace of the case ``time_shift.case`` (its model,
+    workload and TTFT SLO), in this process; returns the figures, per system and per hour."""
+    from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
+    from ndpdimm.sw.scenarios.rapid.config import TIME_SHIFT_SUFFIX
+    from ndpdimm.sw.scenarios.rapid.costs import ServingPerf
+    from ndpdimm.sw.scenarios.rapid.scenario import RapidConfig, simulate_system, summarize
+    from ndpdimm.sw.scenarios.rapid.workload import generate_trace, load_workload
+
+    name, pattern, tpot = v["time_shift.case"], v["time_shift.pattern"], v["tpot_slo_s"]
+    case = next((c for c in cases if c.name == name), None)
+    if case is None:
+        raise ReproductionError(f"rapid.toml: time_shift.case {name!r} is not a case this run "
+                                f"makes ({', '.join(c.name for c in cases)})")
+    systems = v["reduced.time_shift_systems" if reduced else "time_shift.systems"]
+    for s in systems:
+        if s not in SYSTEMS or not s.startswith("dynamic"):
+            raise ReproductionError(f"rapid.toml: time_shift.systems: {s!r} is not a controlled "
+                                    f"system (dynamic-power, dynamic)")
+    duration = float(v["reduced.time_shift_duration_s" if reduced else "time_shift.duration_s"])
+    spec = load_workload(case.workload)
+    trace = generate_trace(spec, duration, pattern, seed=seed)
+    serving = load_node(node)
+    perf = ServingPerf(load_serving_model(case.model), serving)
+    cfg = RapidConfig(model=case.model, node=node, workload=case.workload, pattern=pattern,
+                      duration_s=duration, seed=seed, kv_path=kv_path, mode="all",
+                      time_shift=True, ndp=False, ttft_slo_s=slos[name], tpot_slo_s=tpot)
+    slo = (slos[name], tpot)
+    period = spec.diurnal_period_s if pattern == "diurnal" else duration
+    hours = max(1, round(24 * duration / period))
+    progress(f"time-shifting: {', '.join(systems)} with and without, on {len(trace)} requests "
+             f"of {trace.name} over {duration:.0f} s")
+    runs = {}
+    for base in systems:
+        for system in (base, f"{base}{TIME_SHIFT_SUFFIX}"):
+            sim, wall = simulate_system(perf, trace, system, serving, cfg, slo, None)
+            runs[system] = _shift_figures(summarize(system, sim, *slo, duration, wall), sim, slo,
+                                          period, hours)
+            r = runs[system]
+            progress(f"  {system}: goodput {r['goodput_rps']:.2f} rps, attainment "
+                     f"{r['slo_attainment']:.4f}, energy {r['energy_j'] / 1e6:.3f} MJ, max node "
+                     f"power {r['max_node_power_w']:.0f} W of {r['budget_w']:.0f} W")
+    return {"case": name, "model": case.model, "workload": case.workload, "pattern": pattern,
+            "trace": trace.name, "requests": len(trace), "duration_s": duration,
+            "period_s": period, "hours": hours, "ttft_slo_s": slo[0], "tpot_slo_s": tpot,
+            "systems": list(systems), "suffix": TIME_SHIFT_SUFFIX, "runs": runs,
+            "command": f"ndpdimm rapid --workload {case.workload} --model {case.model} --pattern "
+                       f"{pattern} --duration {duration:g} --seed {seed} --kv-path {kv_path} "
+                       f"--mode all --time-shift --no-ndp --ttft-slo {slo[0]!r} --tpot-slo "
+                       f"{tpot!r} (the same runs, beside the static systems)"}
+
+
+def _shift_figures(summary: dict, sim, slo, period: float, hours: int) -> dict:
+    """One run's figures for step 4: its summary's totals and checks, its time-shifting decisions,
+    and per hour of the day (``period / 24`` s) the SLO attainment of the requests arriving in
+    it, the mean cap of the GPUs serving prefill and the mean node draw (controller ticks)."""
+    import numpy as np
+    arrival, ttft, tpot, _ = sim.latencies()
+    met = (ttft <= slo[0]) & (tpot <= slo[1])
+    hour_s = period / 24
+    by_arrival = np.minimum((arrival // hour_s).astype(int), hours - 1)
+    t = np.array([x[0] for x in sim.samples])
+    by_tick = np.minimum((t // hour_s).astype(int), hours - 1)
+    prefill_cap = np.array([np.mean([c for r, c in zip(x[1], x[2], strict=True) if r == "prefill"]
+                                    or [np.nan]) for x in sim.samples])
+    draw = np.array([sum(x[3]) for x in sim.samples]) + sim.ledger.reserved_other_w
+
+    def hourly(values, bins):
+        return [float(np.nanmean(values[bins == h])) if np.any(bins == h) else None
+                for h in range(hours)]
+    checks = summary["checks"]
+    if checks["max_node_power_w"] > checks["budget_w"] + 1e-9 or \
+            checks["max_reserved_w"] > checks["budget_w"] + 1e-9:
+        raise ReproductionError(f"{summary['system']} exceeded the node budget: {checks}")
+    return {**{k: summary[k] for k in ("goodput_rps", "slo_attainment", "ttft_attainment",
+                                       "tpot_attainment", "energy_j", "mean_power_w",
+                                       "qps_per_w", "power_moves", "role_switches")},
+            "ttft_s": summary["ttft_s"], "budget_w": checks["budget_w"],
+            "max_node_power_w": checks["max_node_power_w"],
+            "max_reserved_w": checks["max_reserved_w"],
+            "time_shift_decisions": [[t, a] for t, _, _, a in summary["decisions"]
+                                     if a.startswith("time-shift")],
+            "hourly": {"slo_attainment": hourly(met.astype(float), by_arrival),
+                       "prefill_mean_cap_w": hourly(prefill_cap, by_tick),
+                       "node_draw_w": hourly(draw, by_tick)}}
+
+
+def _time_shift_curves(shift: dict) -> dict:
+    runs, hours = shift["runs"], shift["hours"]
+
+    def series(key):
+        return {s: [[h + 0.5, y] for h, y in enumerate(r["hourly"][key]) if y is not None]
+                for s, r in runs.items()}
+    where = (f"{shift['case']}, {hours} hours of a {shift['pattern']} day of "
+             f"{shift['period_s']:.0f} s")
+    budget = next(iter(runs.values()))["budget_w"]
+    return {
+        "time_shift_attainment": {
+            "title": f"Power time-shifting: SLO attainment per hour of the day, {where}",
+            "x_label": "hour of the day (trough at 0, peak at 12)",
+            "y_label": "SLO attainment of the hour's arrivals", "series": series("slo_attainment")},
+        "time_shift_caps": {
+            "title": f"Power time-shifting: mean cap of the prefill GPUs per hour, {where}",
+            "x_label": "hour of the day (trough at 0, peak at 12)", "y_label": "mean cap (W)",
+            "series": series("prefill_mean_cap_w")},
+        "time_shift_power": {
+            "title": f"Power time-shifting: node draw per hour against the budget, {where}",
+            "x_label": "hour of the day (trough at 0, peak at 12)",
+            "y_label": "mean node draw (W)", "series": series("node_draw_w"),
+            "marks": {"node budget": {"y": budget}}},
+    }
+
+
+def _time_shift_notes(shift: dict) -> list[str]:
+    runs, suffix = shift["runs"], shift["suffix"]
+    notes = []
+    for base in shift["systems"]:
+        a, b = runs[base], runs[f"{base}{suffix}"]
+        shifts = b["time_shift_decisions"]
+        notes.append(
+            f"Power time-shifting (no published figure) on {shift['trace']}, {shift['requests']} "
+            f"requests over {shift['duration_s']:.0f} s, TTFT SLO {1e3 * shift['ttft_slo_s']:.0f} "
+            f"ms: {base} without / with: goodput {a['goodput_rps']:.3f} / {b['goodput_rps']:.3f} "
+            f"rps ({100 * (b['goodput_rps'] / a['goodput_rps'] - 1):+.1f} %), SLO attainment "
+            f"{a['slo_attainment']:.4f} / {b['slo_attainment']:.4f}, energy "
+            f"{a['energy_j'] / 1e6:.3f} / {b['energy_j'] / 1e6:.3f} MJ "
+            f"({100 * (b['energy_j'] / a['energy_j'] - 1):+.1f} %), max node power "
+            f"{a['max_node_power_w']:.0f} / {b['max_node_power_w']:.0f} W (budget "
+            f"{b['budget_w']:.0f} W, never exceeded); time-shifting decisions: "
+            + ("; ".join(f"{t:.1f} s {d}" for t, d in shifts) if shifts else "none") + ".")
     return notes

@@ -188,6 +188,19 @@ def test_a_bad_predictor_recall_floor_or_gpu_is_refused_before_the_run(argv, mes
     assert listing(empty_folder) == []
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["rapid", "--time-shift", "--mode", "static"],
+     "time_shift is an option of the dynamic controller: it needs mode dynamic-power, dynamic or "
+     "all, got mode 'static' (no controller)"),
+    (["rapid", "--time-shift=yes"], "argument --time-shift: ignored explicit argument 'yes'"),
+])
+def test_time_shifting_without_a_controller_or_with_a_value_is_refused_before_the_run(
+        argv, message, empty_folder, capsys):
+    err = refused(argv, capsys)
+    assert message in err
+    assert listing(empty_folder) == []
+
+
 @pytest.mark.parametrize("argv", [["hermes", "--units", "7"], ["hermes", "--units", "12"],
                                   ["trimoe", "--units", "12"], ["rapid", "--units", "12"],
                                   ["run-layer", "--units", "12"],

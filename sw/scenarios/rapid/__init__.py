@@ -7,7 +7,9 @@ decode times and power, the DIMM tier's attention measured through the driver), 
 (the discrete-event serving simulator, a configuration's layout and summary), ``scenario``
 (``run(cfg, ctx) -> RapidResult``), ``report`` (``ndpdimm rapid``), ``bench`` (``ndpdimm bench
 --suite rapid``). Its own parts: ``power`` (caps, reservations, actuation), ``controller``
-(power first, roles second), ``timeline`` (a run laid on a Perfetto timeline).
+(power first, roles second), ``timeshift`` (the controller's power time-shifting option),
+``levers`` (power moves, whole allocations, role switches), ``timeline`` (a run laid on a
+Perfetto timeline).
 
 May import: as ``ndpdimm.sw.scenarios``; never another scenario package.
 """

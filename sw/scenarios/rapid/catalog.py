@@ -2,7 +2,8 @@
 
 Node (``sw/configs/rapid/<name>.toml``): the GPUs and the node power budget, each phase's
 performance-vs-power-cap curve (:class:`PhasePower`), the three KV-transfer paths, the KV ring,
-the controller's defaults and the NDP-DIMM decode tier. Every number is written
+the controller's defaults, the thresholds of its power time-shifting (:class:`TimeShiftConfig`)
+and the NDP-DIMM decode tier. Every number is written
 ``{ value = ..., source = "..." }`` (an assumption says so in its source). The model comes from ``sw/configs/serving_models``
 (:func:`load_serving_model`, the shapes of :class:`~ndpdimm.sw.scenarios.catalog.ModelShape`).
 
@@ -10,7 +11,7 @@ The file rules are those of :mod:`ndpdimm.sw.scenarios.catalog` (``hw/config_fil
 key required, no other accepted; a missing, unknown or mistyped key, a number without its
 source, NaN or infinity, or an impossible value
 (a curve whose saturation lies below its floor, a cap range outside the budget, fewer GPUs than
-two phases need) raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
+two phases need, a time-shifting threshold outside its range) raises :class:`~ndpdimm.sw.scenarios.catalog.CatalogError` naming the file and the key.
 """
 
 import dataclasses
@@ -25,7 +26,7 @@ from ndpdimm.sw.scenarios.catalog import (
 )
 
 __all__ = ["NodePower", "ServingGpu", "PhasePower", "KvPath", "KvRing", "ControllerConfig",
-           "NdpTier", "ServingNode", "KV_PATHS", "load_node", "list_nodes", "load_serving_model",
+           "TimeShiftConfig", "NdpTier", "ServingNode", "KV_PATHS", "load_node", "list_nodes", "load_serving_model",
            "list_serving_models", "CatalogError"]
 
 _NODES, _MODELS = "rapid", "serving_models"
@@ -116,6 +117,15 @@ class ControllerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TimeShiftConfig:
+    """When the controller's power time-shifting (``sw/scenarios/rapid/timeshift.py``) counts the
+    load as low: the prefill GPUs busy less than ``low_utilisation`` of the monitoring window and
+    decode's pressure (latency / SLO) under ``low_pressure``."""
+    low_utilisation: float
+    low_pressure: float
+
+
+@dataclasses.dataclass(frozen=True)
 class NdpTier:
     dimms: int
     capacity_gb: float
@@ -136,6 +146,7 @@ class ServingNode:
     kv_direct: KvPath
     ring: KvRing
     controller: ControllerConfig
+    time_shift: TimeShiftConfig
     ndp: NdpTier
 
     def kv_path(self, name: str) -> KvPath:
@@ -211,3 +222,10 @@ def _check(path, n: ServingNode) -> None:
         bad("controller", f"baseline_percentile must be in (0, 100], got {c.baseline_percentile!r}")
     if c.power_step_w > p.gpu_max_cap_w - p.gpu_min_cap_w:
         bad("controller", f"power_step_w ({c.power_step_w}) is larger than a GPU's cap range")
+    ts = n.time_shift
+    if not 0 < ts.low_utilisation < 1:
+        bad("time_shift", f"low_utilisation must be in (0, 1), got {ts.low_utilisation!r}")
+    if not 0 < ts.low_pressure <= c.donate_below:
+        bad("time_shift", f"low_pressure must be in (0, controller.donate_below = "
+                          f"{c.donate_below}], got {ts.low_pressure!r}: a load the controller "
+                          f"may take power from cannot count as low")

@@ -2,7 +2,9 @@
 
 :class:`RapidConfig` embeds the NDP core choice (``sw/scenarios/base.py``); a bad value raises
 ``ValueError`` naming the field when it is made, before anything runs. :func:`systems_for`
-names the configurations a run compares (``scenario.py`` describes them).
+names the configurations a run compares (``scenario.py`` describes them); ``time_shift`` adds
+each controlled system again with the controller's power time-shifting (``<system>+shift``,
+``timeshift.py``), so one run compares the two on the same trace.
 """
 
 import dataclasses
@@ -12,11 +14,14 @@ from ndpdimm.sw.scenarios.base import BACKENDS, CoreChoice
 from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS
 from ndpdimm.sw.scenarios.rapid.workload import PATTERNS
 
-__all__ = ["RapidConfig", "systems_for", "MODES", "DEFAULT_TPOT_SLO_S", "BASE_SYSTEMS"]
+__all__ = ["RapidConfig", "systems_for", "MODES", "DEFAULT_TPOT_SLO_S", "BASE_SYSTEMS",
+           "TIME_SHIFT_SUFFIX"]
 
 MODES = ("static", "dynamic-power", "dynamic", "all")
 DEFAULT_TPOT_SLO_S = 0.05
 BASE_SYSTEMS = ("coalesced", "static-4p4d", "static-4p750-4d450")
+#: the suffix of a controlled system run with power time-shifting
+TIME_SHIFT_SUFFIX = "+shift"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +67,14 @@ class RapidConfig(CoreChoice):
         "choices": MODES,
         "help": "controlled systems run besides the static ones: dynamic-power (power moves), "
                 "dynamic (power and roles), all (both), static (none); default dynamic"})
+    time_shift: bool = dataclasses.field(default=False, metadata={
+        "help": "also run each controlled system with power time-shifting (as <system>+shift): "
+                "in low-load periods (prefill GPUs under half busy and decode under half its "
+                "SLO over the window; the node file's [time_shift]) the controller raises the "
+                "prefill GPUs' caps to their power curve's saturation with decode's power above "
+                "its own (700 and 500 W on mi300x-node), which decode cannot use; when decode's pressure rises it gets its caps back within 0.4 s, "
+                "when prefill's load rises the controller carries on from the raised caps; "
+                "needs a --mode with a controller (default off)"})
     ndp: bool = dataclasses.field(default=True, metadata={   # also run the NDP-DIMM decode tier
         "help": "do not run the NDP-DIMM decode tier"})
     ndp_dimms: int | None = dataclasses.field(default=None, metadata={   # None: the node file's
@@ -81,6 +94,11 @@ class RapidConfig(CoreChoice):
             raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, got {self.pattern!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not isinstance(self.time_shift, bool):
+            raise ValueError(f"time_shift must be True or False, got {self.time_shift!r}")
+        if self.time_shift and self.mode == "static":
+            raise ValueError("time_shift is an option of the dynamic controller: it needs mode "
+                             "dynamic-power, dynamic or all, got mode 'static' (no controller)")
         if self.kv_path not in KV_PATHS:
             raise ValueError(f"kv_path must be one of {', '.join(KV_PATHS)}, got {self.kv_path!r}")
         for name in ("duration_s", "rate_scale"):
@@ -101,11 +119,13 @@ class RapidConfig(CoreChoice):
 
 
 
-def systems_for(mode: str, ndp: bool) -> list:
+def systems_for(mode: str, ndp: bool, time_shift: bool = False) -> list:
     """The configurations a run compares (see the module docstring)."""
     controlled = {"static": [], "dynamic-power": ["dynamic-power"], "dynamic": ["dynamic"],
                   "all": ["dynamic-power", "dynamic"]}[mode]
     out = list(BASE_SYSTEMS) + controlled
+    if time_shift:
+        out += [f"{s}{TIME_SHIFT_SUFFIX}" for s in controlled]
     if ndp:
         out += [f"{s}+ndp" for s in (controlled or ["static-4p4d"])]
     return out

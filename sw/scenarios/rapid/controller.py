@@ -31,6 +31,12 @@ then waiting on decode, not the other way round. Then:
    controller waits ``role_cooldown_s`` beyond the switch time before any role change and
    ``power_cooldown_s`` before any power move.
 
+With ``time_shift`` (the node file's :class:`~ndpdimm.sw.scenarios.rapid.catalog.TimeShiftConfig`;
+``ndpdimm rapid --time-shift``), the controller also time-shifts power (``timeshift.py``): in a
+low-load period it raises the prefill GPUs' caps with power decode cannot use; when the load
+rises it restores the caps it found (decode's pressure rose) or carries on from the raised ones
+(prefill's load rose); while shifted it makes no other move.
+
 Every decision is recorded with both pressures (:attr:`Controller.history`).
 """
 
@@ -38,7 +44,8 @@ import math
 
 import numpy as np
 
-from ndpdimm.sw.scenarios.rapid.catalog import ControllerConfig
+from ndpdimm.sw.scenarios.rapid.catalog import ControllerConfig, TimeShiftConfig
+from ndpdimm.sw.scenarios.rapid.timeshift import TimeShift
 
 __all__ = ["Controller", "CONTROLLED_MODES"]
 
@@ -54,7 +61,8 @@ class Controller:
     #: buy more than the phase curve's ~1.3-1.8x); below it power goes first
     SEVERE = 2.0
 
-    def __init__(self, cfg: ControllerConfig, mode: str, slo_ttft_s: float, slo_tpot_s: float):
+    def __init__(self, cfg: ControllerConfig, mode: str, slo_ttft_s: float, slo_tpot_s: float,
+                 time_shift: TimeShiftConfig | None = None):
         if mode not in CONTROLLED_MODES:
             raise ValueError(f"controller mode must be one of {', '.join(CONTROLLED_MODES)}, "
                              f"got {mode!r}")
@@ -65,6 +73,7 @@ class Controller:
         self.slo_ttft_s, self.slo_tpot_s = slo_ttft_s, slo_tpot_s
         self.power_ok_at = 0.0
         self.role_ok_at = 0.0
+        self.time_shift = None if time_shift is None else TimeShift(time_shift, cfg)
         self.history = []            # (t, prefill pressure, decode pressure, action or None)
 
     def pressures(self, sim) -> tuple:
@@ -81,6 +90,13 @@ class Controller:
     def tick(self, sim) -> None:
         c = self.cfg
         p, d = self.pressures(sim)
+        if self.time_shift is not None:
+            may_move = sim.t >= self.power_ok_at and not sim.ledger.in_transition() \
+                and sim.t >= sim.power_busy_until
+            action = self.time_shift.step(sim, d, may_move)
+            if action is not None or self.time_shift.shifted:
+                self.history.append((sim.t, p, d, action))
+                return
         ring_full = sim.ring_backlog() >= len(sim.ring)
         if d > c.act_above and (p < c.donate_below or ring_full):
             need = "decode"

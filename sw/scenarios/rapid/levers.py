@@ -1,13 +1,16 @@
-"""The controller's two levers on a running serving simulation: power moves and role switches.
+"""The controller's levers on a running serving simulation: power moves, whole allocations, role switches.
 
 :class:`Levers` is the part of :class:`~ndpdimm.sw.scenarios.rapid.simulate.ServingSim` the
 controller (``controller.py``) acts through, kept apart from the serving itself: it uses the
 simulator's event heap (``at``), power ledger, GPUs and queues. Cycle behaviour (simulated
 time): a power move lowers the source's cap at once and raises the target's once the lowered
 cap has settled (``power command + settling`` later, source before target, so the node budget
-holds throughout); a role switch drains the GPU (a prefill GPU finishes its batch and pushes its
-outputs; a decode GPU hands its requests to the other decode workers at its next iteration
-boundary), then idles ``role_switch_s`` before serving its new phase.
+holds throughout); a whole new allocation (:meth:`Levers.set_caps`: time-shifting's shift and
+restore, ``timeshift.py``) lowers every GPU it lowers at once and raises the others once those
+have settled, so it is in place ``2 x (power command + settling)`` after it is set; a role
+switch drains the GPU (a prefill GPU finishes its batch and pushes its outputs; a decode GPU
+hands its requests to the other decode workers at its next iteration boundary), then idles
+``role_switch_s`` before serving its new phase.
 """
 
 from ndpdimm.sw.scenarios.rapid.power import PowerBudgetError
@@ -46,6 +49,45 @@ class Levers:
                 self.actions.append((self.t, "power-refused", {"to": then_raise, "why": str(e)}))
                 return
             self.at(settle, self._settled, then_raise, None, 0.0)
+
+    def set_caps(self, caps, kind="caps"):
+        """Move every GPU to its cap in ``caps``: the lowerings commanded now, the raisings once
+        every lowering has settled (so the node budget holds throughout, as for a power move),
+        recorded as an action of ``kind``. Refused (``PowerBudgetError``, nothing changes) when
+        a cap is outside the GPU's range, the caps do not fit the budget, or a GPU it changes is
+        already changing."""
+        led = self.ledger
+        caps = [float(c) for c in caps]
+        if len(caps) != len(led.cap):
+            raise ValueError(f"need a cap for each of the {len(led.cap)} GPUs, got {len(caps)}")
+        changed = [i for i, c in enumerate(caps) if c != led.target[i]]   # target: cap once settled
+        for i in changed:
+            if not led.min_cap_w <= caps[i] <= led.max_cap_w or led.in_transition(i):
+                raise PowerBudgetError(f"GPU {i}: cannot move to {caps[i]} W now (range "
+                                       f"[{led.min_cap_w}, {led.max_cap_w}] W, changing: "
+                                       f"{led.in_transition(i)})")
+        if sum(caps) + led.reserved_other_w > led.budget_w + 1e-9:
+            raise PowerBudgetError(f"caps {caps} W plus {led.reserved_other_w:.1f} W reserved "
+                                   f"exceed the node budget of {led.budget_w} W")
+        lowered = [i for i in changed if caps[i] < led.cap[i]]
+        raised = {i: caps[i] for i in changed if caps[i] > led.cap[i]}
+        for i in lowered:
+            self.at(led.command(self.t, i, caps[i]), self._settled, i, None, 0.0)
+        if lowered:     # after the lowerings' settle events: same time, later in the heap
+            self.at(self.t + led.delay_s, self._raise_caps, raised)
+        else:
+            self._raise_caps(raised)
+        self.actions.append((self.t, kind, {"caps": caps}))
+        self.power_busy_until = self.t + (2 if lowered and raised else 1) * led.delay_s
+
+    def _raise_caps(self, raised):
+        for gid, cap in raised.items():
+            try:
+                settle = self.ledger.command(self.t, gid, cap)
+            except PowerBudgetError as e:       # cannot happen after the checks; recorded if so
+                self.actions.append((self.t, "power-refused", {"to": gid, "why": str(e)}))
+                continue
+            self.at(settle, self._settled, gid, None, 0.0)
 
     # ---- roles ----
     def active(self, role):

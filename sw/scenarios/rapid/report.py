@@ -9,7 +9,7 @@ the NDP attention's backend). It writes ``rapid.json`` (the whole result, time s
 and three PNG plots into ``out_dir``:
 
 * ``rapid_power_roles.png``: per controlled system (``dynamic-power``, ``dynamic`` and their
-  ``+ndp`` variants; the static 4P4D layouts when none runs) the power cap of every GPU over
+  ``+shift`` and ``+ndp`` variants; the static 4P4D layouts when none runs) the power cap of every GPU over
   time, coloured by the GPU's role, a strip of the roles, and the node's power (caps and draw)
   against the budget;
 * ``rapid_queues.png``: per system the prefill queue, the KV ring backlog, the requests

@@ -9,6 +9,9 @@ Configurations (``SYSTEMS``), every one under the node budget (checked before it
   prefill at 750 W and decode at 450 W;
 * ``dynamic-power``: starts as ``static-4p4d``; the controller moves power between phases;
 * ``dynamic``: also switches GPU roles (fully dynamic);
+* ``<controlled system>+shift`` (``time_shift``): the same controller with power time-shifting
+  (``timeshift.py``: in low-load periods the prefill GPUs' caps are raised with power decode does
+  not need, and restored when the load rises);
 * ``<system>+ndp``: the same with the decode tier's attention on NDP-DIMMs. The DIMMs' peak
   draw is taken out of the node budget first, from the decode GPUs' caps (in 10 W steps, down
   to the minimum cap, then from the prefill GPUs'), so the comparison holds the node's power
@@ -42,7 +45,13 @@ from ndpdimm.sw.scenarios.base import Result, RunContext
 from ndpdimm.sw.scenarios.catalog import ModelShape
 from ndpdimm.sw.scenarios.energy import load_energy
 from ndpdimm.sw.scenarios.rapid.catalog import load_node, load_serving_model
-from ndpdimm.sw.scenarios.rapid.config import DEFAULT_TPOT_SLO_S, MODES, RapidConfig, systems_for
+from ndpdimm.sw.scenarios.rapid.config import (
+    DEFAULT_TPOT_SLO_S,
+    MODES,
+    TIME_SHIFT_SUFFIX,
+    RapidConfig,
+    systems_for,
+)
 from ndpdimm.sw.scenarios.rapid.controller import Controller
 from ndpdimm.sw.scenarios.rapid.costs import ServingPerf, measure_ndp_attention
 from ndpdimm.sw.scenarios.rapid.simulate import ServingSim
@@ -58,7 +67,7 @@ def layout(system: str, node, ndp_reserved_w: float) -> tuple:
     """(roles, caps, controller mode or None) of a configuration."""
     n, budget = node.node.gpus, node.node.power_budget_w
     even = math.floor(budget / n / 10) * 10
-    base = system.removesuffix("+ndp")
+    base = system.removesuffix("+ndp").removesuffix(TIME_SHIFT_SUFFIX)
     if base == "coalesced":
         return ["coalesced"] * n, [even] * n, None
     half = n // 2
@@ -89,11 +98,13 @@ def layout(system: str, node, ndp_reserved_w: float) -> tuple:
 def simulate_system(perf, trace, system, node, cfg, slo, log, controlled=True, record=False,
                     kernels=None):
     """``(ServingSim run to its end, wall seconds)`` of configuration ``system`` serving ``trace``
-    on ``node`` (its roles and caps from :func:`layout`, its controller when ``controlled``)
-    under the SLOs ``slo`` (TTFT, TPOT seconds); ``record``: keep what the timeline needs;
-    ``kernels``: a kernel log of the NDP tier's attention."""
+    on ``node`` (its roles and caps from :func:`layout`, its controller when ``controlled``,
+    time-shifting for a ``+shift`` system) under the SLOs ``slo`` (TTFT, TPOT seconds);
+    ``record``: keep what the timeline needs; ``kernels``: a kernel log of the NDP tier's
+    attention."""
     roles, caps, mode = layout(system, node, perf.ndp_reserved_w)
-    ctrl = Controller(node.controller, mode, *slo) if mode and controlled else None
+    shift = node.time_shift if system.endswith(TIME_SHIFT_SUFFIX) else None
+    ctrl = Controller(node.controller, mode, *slo, time_shift=shift) if mode and controlled else None
     t0 = time.perf_counter()
 
     def progress(done, total):
@@ -145,6 +156,7 @@ def summarize(system: str, sim: ServingSim, slo_ttft_s: float, slo_tpot_s: float
                    "ndp_reserved_w": sim.ledger.reserved_other_w,
                    "max_reserved_w": sim.ledger.max_reserved_w,
                    "max_gpu_draw_w": sim.max_draw_w,
+                   "max_node_power_w": sim.max_draw_w + sim.ledger.reserved_other_w,
                    "finished_once": int(sim.finished) == n},
         "timeline": {"t": [x[0] for x in s], "roles": [list(x[1]) for x in s],
                      "caps_w": [list(x[2]) for x in s], "draw_w": [list(x[3]) for x in s],
@@ -251,9 +263,10 @@ def run(cfg: RapidConfig | None = None, ctx: RunContext | None = None, *,
     t_start = time.perf_counter()
     if timeline is not None:                       # before any simulation
         timeline_system = timeline_system or timeline_default(cfg.mode)
-        if timeline_system not in systems_for(cfg.mode, cfg.ndp):
+        run_systems = systems_for(cfg.mode, cfg.ndp, cfg.time_shift)
+        if timeline_system not in run_systems:
             raise ValueError(f"--timeline-system {timeline_system!r} is not run by --mode "
-                             f"{cfg.mode}: one of {', '.join(systems_for(cfg.mode, cfg.ndp))}")
+                             f"{cfg.mode}: one of {', '.join(run_systems)}")
     model, node = load_serving_model(cfg.model), load_node(cfg.node)
     if cfg.ndp_dimms is not None:
         node = dataclasses.replace(node, ndp=dataclasses.replace(node.ndp, dimms=cfg.ndp_dimms))
@@ -276,7 +289,7 @@ def run(cfg: RapidConfig | None = None, ctx: RunContext | None = None, *,
                     "percentile": node.controller.baseline_percentile, "ttft_s": slo_ttft}
     slo = (slo_ttft, cfg.tpot_slo_s)
     log(f"[rapid] SLOs: TTFT {slo[0] * 1e3:.0f} ms, TPOT {slo[1] * 1e3:.0f} ms")
-    systems = systems_for(cfg.mode, cfg.ndp)
+    systems = systems_for(cfg.mode, cfg.ndp, cfg.time_shift)
     ndp_perf = attention = None
     if cfg.ndp:
         log(f"[rapid] NDP attention through the driver ({cfg.backend} backend, "

@@ -25,7 +25,10 @@ What it simulates, event by event (a heap of timed callbacks; no fixed time step
   phase speed (:class:`~ndpdimm.sw.scenarios.rapid.catalog.PhasePower`). When a cap settles during a
   batch, the batch's remaining share is re-timed at the new speed. A busy GPU draws
   ``min(cap, busy_draw_max_w)`` of its phase, an idle or switching one ``gpu_idle_w``; energy
-  is integrated exactly between changes.
+  and each phase's busy time (:meth:`ServingSim.busy_seconds`) are integrated exactly between
+  changes. The node stays within its budget at every instant, checked at the end of the run
+  (:class:`SimulationError` otherwise): the reservations' peak, and the GPUs' peak draw plus the
+  NDP-DIMM tier's reserve.
 * **Role switch** (controller's second lever): a prefill GPU finishes its batch and pushes its
   outputs first; a decode GPU hands its requests (running and waiting) to the other decode
   workers at its next iteration boundary: their KV is copied over the KV path (no copy with the
@@ -33,7 +36,8 @@ What it simulates, event by event (a heap of timed callbacks; no fixed time step
   handed-over requests that find no room wait, ahead of the ring, until some decode worker has
   room. The GPU then spends ``role_switch_s`` idle before serving its new phase.
 * **Controller** (:mod:`ndpdimm.sw.scenarios.rapid.controller`) runs every ``tick_s`` and acts through
-  :meth:`ServingSim.move_power` and :meth:`ServingSim.switch_role`.
+  :meth:`ServingSim.move_power`, :meth:`ServingSim.set_caps` (time-shifting) and
+  :meth:`ServingSim.switch_role`.
 
 With ``record=True`` the simulator also keeps what it scheduled, for ``--timeline``
 (``sw/scenarios/rapid/timeline.py``): ``work_log`` (GPU, phase, start, end, arguments: every
@@ -101,6 +105,8 @@ class _Gpu:
         self.draw = 0.0
         self.last_t = 0.0
         self.energy = 0.0
+        self.counted = None            # the phase busy since last_t, or None
+        self.busy_s = {"prefill": 0.0, "decode": 0.0}    # busy seconds per phase until last_t
         self.iterations = 0
 
 
@@ -219,7 +225,18 @@ class ServingSim(Levers):
         for g in self.gpus:
             self._set_draw(g)
         self.end_t = self.t
+        self._check_budget()
         return self
+
+    def _check_budget(self):
+        """:class:`SimulationError` unless the node stayed within its budget at every instant."""
+        led = self.ledger
+        if led.max_reserved_w > led.budget_w + 1e-9 or \
+                self.max_draw_w + led.reserved_other_w > led.budget_w + 1e-9:
+            raise SimulationError(
+                f"the node exceeded its {led.budget_w:.0f} W budget: reservations peaked at "
+                f"{led.max_reserved_w:.1f} W, GPU draw at {self.max_draw_w:.1f} W plus "
+                f"{led.reserved_other_w:.1f} W reserved for the NDP-DIMM tier")
 
     # ---- power and energy ----
     def _phase_draw(self, g) -> float:
@@ -229,6 +246,9 @@ class ServingSim(Levers):
 
     def _set_draw(self, g):
         g.energy += g.draw * (self.t - g.last_t)
+        if g.counted is not None:
+            g.busy_s[g.counted] += self.t - g.last_t
+        g.counted = g.busy
         g.last_t = self.t
         new = self._phase_draw(g)
         self.total_draw += new - g.draw
@@ -520,6 +540,12 @@ class ServingSim(Levers):
         tpot = np.array([(r.finish - r.first_token) / (r.out - 1) if r.out > 1 else 0.0
                          for r in rs])
         return arrival, ttft, tpot, np.array([r.migrations for r in rs])
+
+    def busy_seconds(self, phase: str) -> float:
+        """GPU-seconds spent on ``phase`` (``"prefill"`` or ``"decode"``) by every GPU so far,
+        work under way included."""
+        return sum(g.busy_s[phase] + (self.t - g.last_t if g.counted == phase else 0.0)
+                   for g in self.gpus)
 
     def gpu_energy_j(self) -> float:
         return sum(g.energy for g in self.gpus)

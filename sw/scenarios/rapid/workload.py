@@ -5,14 +5,21 @@ Workload model
 --------------
 A workload (:class:`WorkloadSpec`) says how requests arrive and how long they are:
 
-* **arrivals** are a Poisson process with a piecewise-constant rate, in one of two patterns
+* **arrivals** are a Poisson process with a piecewise-constant rate, in one of three patterns
   (``PATTERNS``):
 
   - ``"steady"``: the constant rate ``steady_rate_rps`` (requests per second);
   - ``"bursty"``: a cycle of phases, phase ``i`` lasting ``bursty_phase_duration_s[i]``
     seconds at ``bursty_phase_rate_rps[i]``, repeated from ``t = 0`` over the whole run
-    (a rate may be 0: an idle phase). :meth:`WorkloadSpec.rate_at` gives the rate at a
-    time, :meth:`WorkloadSpec.mean_rate` its average over a cycle.
+    (a rate may be 0: an idle phase);
+  - ``"diurnal"``: a day with a trough and a peak, compressed into ``diurnal_period_s`` and
+    repeated: the rate ``trough + (peak - trough) * (1 - cos(2 pi t / period)) / 2`` (the
+    trough at ``t = 0``, "midnight", the peak half a period later, "noon"), held constant over
+    each of the day's ``DIURNAL_STEPS`` (24) "hours" at its exact mean over that hour, so the
+    day's mean rate is ``(trough + peak) / 2``.
+
+  :meth:`WorkloadSpec.rate_at` gives the rate at a time, :meth:`WorkloadSpec.mean_rate` its
+  average over a cycle (a day for ``diurnal``).
 
   :func:`generate_trace` draws the arrivals by time rescaling: the number of requests in
   ``[0, duration_s)`` is Poisson with mean ``Lambda(duration_s)`` (``Lambda`` the integral of
@@ -47,12 +54,17 @@ TOML file of the same form given by path to :func:`load_workload`::
     [bursty]
     phase_duration_s = { value = [60.0, 30.0], source = "..." }
     phase_rate_rps = { value = [6.0, 20.0], source = "..." }
+    [diurnal]
+    period_s = { value = 1200.0, source = "..." }
+    trough_rate_rps = { value = 5.0, source = "..." }
+    peak_rate_rps = { value = 45.0, source = "..." }
 
 The file is read by the project's configuration loader (``hw/config_file.py``): every key is
 required and no other key is accepted, every number carries its source (an array one for the
 whole array) and is finite. Token bounds are integers (not booleans) with ``1 <= min <= max``;
 rates and durations are finite numbers, ``rate_rps > 0``, phase durations ``> 0``, phase rates
-``>= 0`` with at least one ``> 0``, both phase lists non-empty and of equal length.
+``>= 0`` with at least one ``> 0``, both phase lists non-empty and of equal length; the diurnal
+``period_s > 0`` and ``0 <= trough_rate_rps <= peak_rate_rps``, ``peak_rate_rps > 0``.
 
 Trace files
 -----------
@@ -96,13 +108,16 @@ import numpy as np
 
 from ndpdimm.hw import config_file
 
-__all__ = ["make_trace", "WorkloadError", "WorkloadSpec", "Trace", "WORKLOAD_DIR", "PATTERNS", "DISTRIBUTIONS",
+__all__ = ["make_trace", "WorkloadError", "WorkloadSpec", "Trace", "WORKLOAD_DIR", "PATTERNS",
+           "DIURNAL_STEPS", "DISTRIBUTIONS",
            "TRACE_HEADER", "list_workloads", "load_workload", "generate_trace", "save_trace",
            "load_trace"]
 
 #: The packaged workload files (``importlib.resources``).
 WORKLOAD_DIR = config_file.package_folder("ndpdimm.sw", "configs", "rapid_workloads")
-PATTERNS = ("steady", "bursty")
+PATTERNS = ("steady", "bursty", "diurnal")
+#: the "hours" of a diurnal day: steps of constant rate (module docstring)
+DIURNAL_STEPS = 24
 DISTRIBUTIONS = ("uniform", "log-uniform")
 TRACE_HEADER = ("arrival_s", "input_tokens", "output_tokens")
 _NAME_COMMENT = "# rapid trace "
@@ -121,6 +136,13 @@ class _Bursty:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Diurnal:
+    period_s: float
+    trough_rate_rps: float
+    peak_rate_rps: float
+
+
+@dataclasses.dataclass(frozen=True)
 class _WorkloadFile:
     """The schema of a workload file (its tables become :class:`WorkloadSpec`'s fields)."""
     name: str
@@ -133,12 +155,16 @@ class _WorkloadFile:
     output_tokens_max: int
     steady: _Steady
     bursty: _Bursty
+    diurnal: _Diurnal
 
 
 #: WorkloadSpec field -> the key of a workload file it comes from, as messages name it.
 _FILE_KEYS = {"steady_rate_rps": "steady.rate_rps",
               "bursty_phase_duration_s": "bursty.phase_duration_s",
-              "bursty_phase_rate_rps": "bursty.phase_rate_rps"}
+              "bursty_phase_rate_rps": "bursty.phase_rate_rps",
+              "diurnal_period_s": "diurnal.period_s",
+              "diurnal_trough_rate_rps": "diurnal.trough_rate_rps",
+              "diurnal_peak_rate_rps": "diurnal.peak_rate_rps"}
 
 
 class WorkloadError(ValueError):
@@ -198,6 +224,16 @@ def _check_spec(values: dict, where: str, label: dict) -> None:
                                 f"finite number >= 0, got {r!r}")
     if not any(r > 0 for r in rates):
         fail("bursty_phase_rate_rps", "a list with at least one rate > 0", list(rates))
+    if not _is_real(values["diurnal_period_s"]) or values["diurnal_period_s"] <= 0:
+        fail("diurnal_period_s", "a finite number > 0", values["diurnal_period_s"])
+    trough, peak = values["diurnal_trough_rate_rps"], values["diurnal_peak_rate_rps"]
+    if not _is_real(peak) or peak <= 0:
+        fail("diurnal_peak_rate_rps", "a finite number > 0", peak)
+    if not _is_real(trough) or trough < 0:
+        fail("diurnal_trough_rate_rps", "a finite number >= 0", trough)
+    if trough > peak:
+        raise WorkloadError(f"{where}: {label['diurnal_trough_rate_rps']} ({trough!r}) must be "
+                            f"<= {label['diurnal_peak_rate_rps']} ({peak!r})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +250,9 @@ class WorkloadSpec:
     steady_rate_rps: float
     bursty_phase_duration_s: tuple    # seconds per phase of the bursty cycle
     bursty_phase_rate_rps: tuple      # requests per second in each phase
+    diurnal_period_s: float           # one compressed day
+    diurnal_trough_rate_rps: float    # the rate at "midnight"
+    diurnal_peak_rate_rps: float      # the rate at "noon"
 
     def __post_init__(self):
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -221,16 +260,26 @@ class WorkloadSpec:
         for field in ("input_tokens_min", "input_tokens_max", "output_tokens_min",
                       "output_tokens_max"):
             object.__setattr__(self, field, int(values[field]))
-        object.__setattr__(self, "steady_rate_rps", float(self.steady_rate_rps))
+        for field in ("steady_rate_rps", "diurnal_period_s", "diurnal_trough_rate_rps",
+                      "diurnal_peak_rate_rps"):
+            object.__setattr__(self, field, float(values[field]))
         for field in ("bursty_phase_duration_s", "bursty_phase_rate_rps"):
             object.__setattr__(self, field, tuple(float(v) for v in values[field]))
 
     def _phases(self, pattern: str) -> tuple:
-        """``(durations, rates)`` of the pattern's repeating cycle (steady: one phase)."""
+        """``(durations, rates)`` of the pattern's repeating cycle (steady: one phase; diurnal:
+        the day's hours, each at the sinusoid's exact mean over it)."""
         _check_pattern(pattern)
         if pattern == "steady":
             return (1.0,), (self.steady_rate_rps,)
-        return self.bursty_phase_duration_s, self.bursty_phase_rate_rps
+        if pattern == "bursty":
+            return self.bursty_phase_duration_s, self.bursty_phase_rate_rps
+        trough, swing = self.diurnal_trough_rate_rps, self.diurnal_peak_rate_rps - self.diurnal_trough_rate_rps
+        # the mean of (1 - cos(2 pi t / P)) / 2 over hour h: 1/2 - (sin(2 pi (h+1)/N) - sin(2 pi h/N)) N / (4 pi)
+        edges = np.sin(2 * np.pi * np.arange(DIURNAL_STEPS + 1) / DIURNAL_STEPS)
+        shape = 0.5 - np.diff(edges) * DIURNAL_STEPS / (4 * np.pi)
+        rates = tuple(float(trough + swing * x) for x in np.clip(shape, 0.0, 1.0))
+        return (self.diurnal_period_s / DIURNAL_STEPS,) * DIURNAL_STEPS, rates
 
     def rate_at(self, pattern: str, t):
         """Arrival rate (requests/s) of ``pattern`` at time ``t`` (s, ``>= 0``): a float, or an
@@ -268,10 +317,13 @@ def load_workload(name_or_path) -> WorkloadSpec:
     path = config_file.find(WORKLOAD_DIR, name_or_path, "workload")
     f = config_file.load(path, _WorkloadFile)
     values = {k.name: getattr(f, k.name) for k in dataclasses.fields(f)
-              if k.name not in ("steady", "bursty")}
+              if k.name not in ("steady", "bursty", "diurnal")}
     values.update(steady_rate_rps=f.steady.rate_rps,
                   bursty_phase_duration_s=f.bursty.phase_duration_s,
-                  bursty_phase_rate_rps=f.bursty.phase_rate_rps)
+                  bursty_phase_rate_rps=f.bursty.phase_rate_rps,
+                  diurnal_period_s=f.diurnal.period_s,
+                  diurnal_trough_rate_rps=f.diurnal.trough_rate_rps,
+                  diurnal_peak_rate_rps=f.diurnal.peak_rate_rps)
     try:
         _check_spec(values, str(path), {k: _FILE_KEYS.get(k, k) for k in values})
     except WorkloadError as e:

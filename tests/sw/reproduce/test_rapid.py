@@ -26,7 +26,8 @@ def test_parameter_file_sources_every_value_and_the_node_values_match():
 
 def test_reduced_reproduction_writes_a_complete_table(tmp_path, capsys):
     """`ndpdimm reproduce rapid --reduced`: the table with both published figures, the load
-    sweep, the peak load and one tornado bar, from the real scenario (in process)."""
+    sweep, the peak load, one tornado bar and the time-shifting pair, from the real scenario (in
+    process)."""
     assert cli.main(["reproduce", "rapid", "--reduced", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| figure | unit | published |" in out
@@ -49,8 +50,24 @@ def test_reduced_reproduction_writes_a_complete_table(tmp_path, capsys):
         at["dynamic"]["slo_attainment"] / at["static-4p4d"]["slo_attainment"])
     (bar,) = data["sensitivity"]["slo_attainment_ratio_at_peak"]
     assert bar["parameter"] == "node.controller.role_switch_s" and (bar["low"], bar["high"]) == (2.0, 5.0)
+    # power time-shifting (step 4, no published figure): the pair on half a diurnal day
+    shift = data["setup"]["time_shift"]
+    assert shift["systems"] == ["dynamic"] and shift["pattern"] == "diurnal"
+    assert shift["duration_s"] == load_params("rapid")["reduced.time_shift_duration_s"].value
+    plain, shifted = shift["runs"]["dynamic"], shift["runs"]["dynamic+shift"]
+    for r in (plain, shifted):
+        assert r["max_node_power_w"] <= r["budget_w"] and r["max_reserved_w"] <= r["budget_w"]
+    assert not plain["time_shift_decisions"]
+    assert shifted["time_shift_decisions"][0][1].startswith("time-shift: caps 700/700/700/700/500")
+    # in the night's trough the prefill GPUs run at their curve's saturation instead of 600 W
+    assert shifted["hourly"]["prefill_mean_cap_w"][1] == 700.0
+    assert plain["hourly"]["prefill_mean_cap_w"][1] == 600.0
+    assert shifted["energy_j"] < plain["energy_j"]
+    assert {"time_shift_attainment", "time_shift_caps", "time_shift_power"} <= set(data["curves"])
+    assert sum(n.startswith("Power time-shifting (no published figure)") for n in data["notes"]) == 1
     for name in ("rapid.md", "rapid.png", "rapid_tornado_slo_attainment_ratio_at_peak.png",
-                 "rapid_attainment_mixed.png", "rapid_slo_split_mixed.png"):
+                 "rapid_attainment_mixed.png", "rapid_slo_split_mixed.png",
+                 "rapid_time_shift_caps.png"):
         assert (tmp_path / name).stat().st_size > 0, name
 
 

@@ -128,6 +128,9 @@ def test_ndp_tier_time_power_and_capacity():
     ({"gpu.prefill_mfu": 1.5}, "prefill_mfu"),
     ({"ring.slots": 0}, "slots"),
     ({"node.gpus": 1}, "min_gpus_per_phase"),
+    ({"time_shift.low_utilisation": 1.5}, r"\[time_shift\]: low_utilisation must be in \(0, 1\), got 1.5"),
+    ({"time_shift.low_utilisation": 0.0}, "time_shift.low_utilisation must be positive"),
+    ({"time_shift.low_pressure": 0.9}, r"low_pressure must be in \(0, controller.donate_below = 0.8\]"),
 ])
 def test_bad_node_files_are_rejected_naming_the_key(tmp_path, edit, message):
     with pytest.raises(CatalogError, match=message):
@@ -180,21 +183,6 @@ def test_ledger_rejects_caps_over_budget_and_outside_range():
 
 # ---- simulator ------------------------------------------------------------------------------
 
-def _replay_budget(sim):
-    """Reservations and caps rebuilt from the ledger's record: the worst instant's total, and
-    whether any cap ever exceeded its reservation."""
-    n = len(sim.gpus)
-    cap, res = [0.0] * n, [0.0] * n
-    worst, cap_over = 0.0, False
-    for _, gid, what, value in sim.ledger.changes:
-        (cap if what == "cap" else res)[gid] = value
-        if what == "cap" and res[gid] == 0.0:
-            res[gid] = value                       # the initial entries set both
-        worst = max(worst, sum(res) + sim.ledger.reserved_other_w)
-        cap_over |= any(c > r + 1e-9 for c, r in zip(cap, res))
-    return worst, cap_over
-
-
 def test_static_run_serves_every_request_once_with_sane_latencies():
     trace = _trace(60.0)
     sim = _run(trace)
@@ -210,13 +198,13 @@ def test_static_run_serves_every_request_once_with_sane_latencies():
     assert not sim.actions
 
 
-def test_dynamic_run_keeps_the_node_cap_at_every_instant_and_respects_cooldowns():
+def test_dynamic_run_keeps_the_node_cap_at_every_instant_and_respects_cooldowns(replay_budget):
     trace = _trace(240.0, rate_scale=1.2)
     sim = _run(trace, mode="dynamic")
     power = [a for a in sim.actions if a[1] == "power"]
     roles = [a for a in sim.actions if a[1] == "role"]
     assert len(power) >= 3, "the controller never moved power: the test checks nothing"
-    worst, cap_over = _replay_budget(sim)
+    worst, cap_over = replay_budget(sim)
     assert worst <= 4800.0 + 1e-9 and not cap_over
     assert sim.ledger.max_reserved_w <= 4800.0 + 1e-9 and sim.max_draw_w <= 4800.0 + 1e-9
     c = NODE.controller

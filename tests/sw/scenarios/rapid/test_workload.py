@@ -12,6 +12,7 @@ import pytest
 
 from ndpdimm.hw.config_file import ConfigError
 from ndpdimm.sw.scenarios.rapid.workload import (
+    DIURNAL_STEPS,
     PATTERNS,
     WORKLOAD_DIR,
     Trace,
@@ -30,6 +31,7 @@ GOOD = {
     "output_tokens_min": 10, "output_tokens_max": 20,
     "steady": {"rate_rps": 5.0},
     "bursty": {"phase_duration_s": [10.0, 5.0], "phase_rate_rps": [1.0, 4.0]},
+    "diurnal": {"period_s": 240.0, "trough_rate_rps": 1.0, "peak_rate_rps": 9.0},
 }
 
 
@@ -122,6 +124,12 @@ def test_builtins_are_listed_and_load_with_the_documented_numbers():
         (64, 512, 25.0)
     assert mixed.bursty_phase_duration_s == (60.0, 30.0)
     assert mixed.bursty_phase_rate_rps == (18.0, 45.0)
+    # a diurnal day: 20 minutes, 5 to 45 rps, its mean the steady rate (each file's)
+    assert (mixed.diurnal_period_s, mixed.diurnal_trough_rate_rps, mixed.diurnal_peak_rate_rps) \
+        == (1200.0, 5.0, 45.0)
+    for spec in (mixed, lc, sd):
+        assert spec.mean_rate("diurnal") == pytest.approx(spec.steady_rate_rps)
+        assert spec.diurnal_peak_rate_rps == max(spec.bursty_phase_rate_rps)
     hash(mixed)     # frozen, tuples: usable as a key
 
 
@@ -133,10 +141,28 @@ def test_rate_at_follows_the_phase_cycle_and_mean_rate_averages_it():
     assert spec.rate_at("steady", t).shape == t.shape
     assert spec.mean_rate("steady") == 10.0
     assert spec.mean_rate("bursty") == pytest.approx((60 * 6 + 30 * 20) / 90)
-    with pytest.raises(WorkloadError, match="pattern must be one of 'steady', 'bursty'.*'spiky'"):
+    with pytest.raises(WorkloadError, match="pattern must be one of 'steady', 'bursty', "
+                                            "'diurnal'.*'spiky'"):
         spec.rate_at("spiky", 1.0)
     with pytest.raises(WorkloadError, match="t must be finite and >= 0"):
         spec.rate_at("bursty", -1.0)
+
+
+def test_diurnal_rate_is_the_days_sinusoid_held_hour_by_hour():
+    """Trough at midnight, peak at noon, each of the 24 hours at the sinusoid's exact mean over
+    it; the day repeats; its mean is (trough + peak) / 2."""
+    spec = _spec(diurnal_period_s=240.0, diurnal_trough_rate_rps=2.0, diurnal_peak_rate_rps=20.0)
+    hour = 240.0 / DIURNAL_STEPS
+    starts = np.arange(DIURNAL_STEPS) * hour
+    fine = (np.arange(10000) + 0.5) / 10000 * hour    # midpoints: the sinusoid averaged per hour
+    expected = [np.mean(2.0 + 18.0 * (1 - np.cos(2 * np.pi * (h + fine) / 240.0)) / 2)
+                for h in starts]
+    assert spec.rate_at("diurnal", starts + hour / 2) == pytest.approx(expected, rel=1e-6)
+    assert np.array_equal(spec.rate_at("diurnal", starts), spec.rate_at("diurnal", starts + 240.0))
+    rates = spec.rate_at("diurnal", starts)
+    assert rates[0] == pytest.approx(rates[-1]) and rates[11] == pytest.approx(rates[12])
+    assert 2.0 < min(rates[0], rates[-1]) == rates.min() and max(rates[11], rates[12]) == rates.max() < 20.0
+    assert spec.mean_rate("diurnal") == pytest.approx(11.0)
 
 
 # --- generated traces --------------------------------------------------------------------------
@@ -176,6 +202,19 @@ def test_bursty_arrivals_have_each_phases_rate():
     short = [generate_trace(spec, 100.0, "bursty", seed=s) for s in range(40)]
     expected = 60 * 6 + 30 * 20 + 10 * 6
     assert np.mean([len(t) for t in short]) == pytest.approx(expected, rel=0.03)
+
+
+def test_diurnal_arrivals_have_each_hours_rate():
+    spec = _spec(diurnal_period_s=240.0, diurnal_trough_rate_rps=2.0, diurnal_peak_rate_rps=20.0)
+    trace = generate_trace(spec, 40 * 240.0, "diurnal", seed=6)
+    assert trace.name == "mixed-diurnal"
+    hour = 240.0 / DIURNAL_STEPS
+    # 40 days: each hour of the day seen for 400 s
+    per_hour = np.bincount(((trace.arrival_s % 240.0) // hour).astype(int),
+                           minlength=DIURNAL_STEPS) / (40 * hour)
+    assert per_hour == pytest.approx(spec.rate_at("diurnal", np.arange(24) * hour), rel=0.12)
+    assert len(trace) / (40 * 240.0) == pytest.approx(11.0, rel=0.02)
+    assert per_hour[:3].mean() < per_hour[10:14].mean() / 4      # the night's trough
 
 
 def test_idle_phases_get_no_arrivals():
@@ -273,7 +312,7 @@ def test_an_hour_of_100k_requests_generates_in_well_under_a_second():
     ({"duration_s": -5}, "duration_s must be a finite number > 0, got -5"),
     ({"duration_s": float("nan")}, "duration_s must be a finite number > 0, got nan"),
     ({"duration_s": "60"}, "duration_s must be a finite number > 0, got '60'"),
-    ({"pattern": "spiky"}, "pattern must be one of 'steady', 'bursty', got 'spiky'"),
+    ({"pattern": "spiky"}, "pattern must be one of 'steady', 'bursty', 'diurnal', got 'spiky'"),
     ({"rate_scale": 0.0}, "rate_scale must be a finite number > 0, got 0.0"),
     ({"rate_scale": -2.0}, "rate_scale must be a finite number > 0, got -2.0"),
     ({"seed": -1}, "seed must be an integer >= 0, got -1"),
@@ -441,6 +480,14 @@ def test_trace_copies_and_freezes_its_arrays():
      ["bursty.phase_rate_rps[0] must be a finite number >= 0", "got -1.0"]),
     ({"bursty__phase_rate_rps": [0.0, 0]},
      ["bursty.phase_rate_rps must be a list with at least one rate > 0", "[0.0, 0.0]"]),
+    ({"diurnal": ...}, ["missing key diurnal"]),
+    ({"diurnal__period_s": 0.0}, ["diurnal.period_s must be a finite number > 0", "got 0.0"]),
+    ({"diurnal__peak_rate_rps": 0.0},
+     ["diurnal.peak_rate_rps must be a finite number > 0", "got 0.0"]),
+    ({"diurnal__trough_rate_rps": -1.0},
+     ["diurnal.trough_rate_rps must be a finite number >= 0", "got -1.0"]),
+    ({"diurnal__trough_rate_rps": 10.0},
+     ["diurnal.trough_rate_rps (10.0) must be <= diurnal.peak_rate_rps (9.0)"]),
 ])
 def test_bad_workload_files(tmp_path, changes, fragments):
     _assert_rejected(load_workload, _write_workload(tmp_path, _changed(**changes)), fragments,
