@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from ndpdimm.hw import config_file
 from ndpdimm.hw.config_file import ConfigError
 from ndpdimm.sw.scenarios.rapid.workload import (
     DIURNAL_STEPS,
@@ -102,7 +103,8 @@ RATES = {"steady_rate_rps": 10.0, "bursty_phase_duration_s": (60.0, 30.0),
 # --- built-in workloads ------------------------------------------------------------------------
 
 def test_builtins_are_listed_and_load_with_the_documented_numbers():
-    assert list_workloads() == ["long-context", "mixed", "sustained-decode"]
+    assert list_workloads() == ["long-context", "mixed", "sustained-decode", "synthetic-512-512",
+                                "synthetic-8k-128"]
     for name in list_workloads():
         spec = load_workload(name)
         assert spec.name == name
@@ -131,6 +133,37 @@ def test_builtins_are_listed_and_load_with_the_documented_numbers():
         assert spec.mean_rate("diurnal") == pytest.approx(spec.steady_rate_rps)
         assert spec.diurnal_peak_rate_rps == max(spec.bursty_phase_rate_rps)
     hash(mixed)     # frozen, tuples: usable as a key
+
+
+@pytest.mark.parametrize("name, input_tokens, output_tokens, rate_rps", [
+    ("synthetic-8k-128", 8192, 128, 9.0), ("synthetic-512-512", 512, 512, 84.0)])
+def test_rapids_synthetic_workloads_have_the_stated_lengths(name, input_tokens, output_tokens,
+                                                            rate_rps):
+    """RAPID's synthetic prompts (8K/128 and 512/512 input/output tokens, review): every request
+    of a generated trace has exactly the stated lengths, and the steady (Poisson) pattern arrives
+    at the file's rate, every pattern averaging it; the lengths' sources cite the review."""
+    spec = load_workload(name)
+    assert (spec.input_tokens_min, spec.input_tokens_max) == (input_tokens, input_tokens)
+    assert (spec.output_tokens_min, spec.output_tokens_max) == (output_tokens, output_tokens)
+    assert spec.steady_rate_rps == rate_rps
+    for pattern in PATTERNS:
+        assert spec.mean_rate(pattern) == pytest.approx(rate_rps)
+    trace = generate_trace(spec, 200.0, "steady", seed=3)
+    assert np.all(trace.input_tokens == input_tokens) and np.all(trace.output_tokens == output_tokens)
+    assert len(trace) / 200.0 == pytest.approx(rate_rps, rel=4 / math.sqrt(rate_rps * 200.0))
+    doc = config_file.read(WORKLOAD_DIR / f"{name}.toml")
+    for key in ("input_tokens_min", "input_tokens_max", "output_tokens_min", "output_tokens_max"):
+        assert doc[key]["source"].startswith("RAPID (review)"), key
+
+
+def test_the_long_context_workload_cites_longbench():
+    """RAPID's LongBench case (contexts up to about 8K tokens): the narrow band at the 8K window
+    and its answers cite LongBench's statistics and generation limits."""
+    doc = config_file.read(WORKLOAD_DIR / "long-context.toml")
+    assert (doc["input_tokens_min"]["value"], doc["input_tokens_max"]["value"]) == (7680, 8192)
+    assert "LongBench" in doc["source"] and "../shared/papers/rapid.md" in doc["source"]
+    assert "LongBench/task.md" in doc["input_tokens_min"]["source"]
+    assert "dataset2maxlen.json" in doc["output_tokens_max"]["source"]
 
 
 def test_rate_at_follows_the_phase_cycle_and_mean_rate_averages_it():
