@@ -565,11 +565,15 @@ def _explanations(v, runner, ours, detail, b1) -> dict:
 
 def _notes(v, runner, b1, iso, phys, ours, reduced) -> list[str]:
     p, pi = b1.predictor, iso.predictor
+    wl = runner._workloads[dataclasses.replace(b1.config, dimms=None, units=256, act_lanes=256,
+                                               gpu="")]
+    fired = float(wl.run.active.mean())
     out = [
         f"paper's predictor at its constants, batch 1: cold neurons precision {p['precision']:.3f} "
         f"recall {p['recall']:.3f}; all neurons precision {p['precision_all']:.3f}, recall "
         f"{p['recall_all']:.3f}, accuracy {p['accuracy_all']:.3f} (the paper reports 98 % "
-        "accuracy; on a trace with 11 % of neurons firing, predicting nothing scores 89 %)",
+        f"accuracy; on this trace {fired:.1%} of the neurons fire, so predicting nothing would "
+        f"score {1 - fired:.1%})",
         f"at iso-accuracy (the sparsest point of the same predictor with cold recall >= "
         f"{v['recall_floor']}): {_e2e(iso):.2f} tokens/s end-to-end, "
         f"{iso.systems['hermes'].tokens_per_s:.2f} decode (cold recall {pi['recall']:.3f}) "
