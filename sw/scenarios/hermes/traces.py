@@ -266,14 +266,10 @@ def skew_for_top_share(active_fraction: float, top_share: float, share: float = 
     def carried(skew):
         p = popularity(neurons, active_fraction, skew, max_probability)
         return float(p[:max(1, int(round(share * neurons)))].sum() / p.sum())
-    lo, hi = 0.0, 4.0
-    if not carried(lo) <= top_share <= carried(hi):
-        raise ValueError(f"no skew in [0, 4] puts {top_share:.0%} of activations on the top "
-                         f"{share:.0%} of neurons at active fraction {active_fraction}")
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if carried(mid) < top_share else (lo, mid)
-    return (lo + hi) / 2
+    return _solve_increasing(
+        carried, top_share, 0.0, 4.0, 50,
+        lambda *_: f"no skew in [0, 4] puts {top_share:.0%} of activations on the top "
+                   f"{share:.0%} of neurons at active fraction {active_fraction}")
 
 
 def token_similarity_for(adjacent: float, *, active_fraction: float, skew: float,
@@ -289,13 +285,21 @@ def token_similarity_for(adjacent: float, *, active_fraction: float, skew: float
         return synthetic_trace(tokens, layers, neurons, active_fraction=active_fraction, skew=skew,
                                token_similarity=rho, layer_correlation=layer_correlation,
                                seed=seed, model_seed=seed, copy_similarity=rho).similarity(1)
-    lo, hi = 0.0, 0.999
-    if not sim(lo) <= adjacent <= sim(hi):
-        raise ValueError(f"adjacent-token similarity {adjacent} is out of the generator's reach "
-                         f"[{sim(lo):.3f}, {sim(hi):.3f}] at skew {skew:.3f}")
-    for _ in range(14):
+    return _solve_increasing(
+        sim, adjacent, 0.0, 0.999, 14,
+        lambda at_lo, at_hi: f"adjacent-token similarity {adjacent} is out of the generator's "
+                             f"reach [{at_lo:.3f}, {at_hi:.3f}] at skew {skew:.3f}")
+
+
+def _solve_increasing(f, target: float, lo: float, hi: float, steps: int, refusal) -> float:
+    """The ``x`` in [lo, hi] where the non-decreasing ``f`` reaches ``target``, by ``steps``
+    halvings; ``ValueError(refusal(f(lo), f(hi)))`` when ``target`` lies outside them."""
+    at_lo, at_hi = f(lo), f(hi)
+    if not at_lo <= target <= at_hi:
+        raise ValueError(refusal(at_lo, at_hi))
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sim(mid) < adjacent else (lo, mid)
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
     return (lo + hi) / 2
 
 
