@@ -54,13 +54,13 @@ from ndpdimm.sw.scenarios.hermes.traces import skew_for_top_share, token_similar
 from ndpdimm.sw.scenarios.hermes.workload import make_workload
 from ndpdimm.sw.scenarios.measured.gpus import load_gpu
 
-__all__ = ["reproduce", "top_share", "FIGURES", "BASELINES", "HEADLINES"]
+__all__ = ["reproduce", "min_dimms", "FIGURES", "BASELINES", "HEADLINES"]
 
 _ABSTRACT = "Hermes abstract (arXiv 2502.16963; ar5iv.labs.arxiv.org/html/2502.16963)"
 _HELD = "held out: the paper's {} (../shared/papers/hermes.md lists the experiment, not its value)"
 
-#: every figure of the report: id -> (label, unit, published value or None, where)
-FIGURES = {
+#: the two figures the abstract reveals: id -> (label, unit, published value, where)
+_REVEALED = {
     "llama2_70b_b1_tokens_per_s": (
         "LLaMA2-70B on one RTX 4090 + NDP-DIMMs, batch 1, end-to-end", "tokens/s", 13.75,
         f"{_ABSTRACT}: 'deployment of LLaMA2-70B on consumer-grade hardware at 13.75 tokens/s'"),
@@ -68,61 +68,40 @@ FIGURES = {
         "Hermes / Deja Vu, mean over batch 1-16 (Fig. 11 set-up)", "x", 75.24,
         f"{_ABSTRACT}: 'an average 75.24x speedup over the state-of-the-art offloading-based "
         "inference system' (Fig. 11's average over batch sizes, hermes.md)"),
-    "fig9_opt66b_b1_tokens_per_s": ("Fig. 9: OPT-66B, batch 1, end-to-end", "tokens/s", None,
-                                    _HELD.format("Fig. 9")),
-    "fig9_speedup_vs_accelerate_opt_avg": ("Fig. 9: Hermes / Accelerate, mean over OPT-13B/30B/66B",
-                                           "x", None, _HELD.format("Fig. 9")),
-    "fig9_speedup_vs_flexgen_opt_avg": ("Fig. 9: Hermes / FlexGen, mean over OPT models", "x", None,
-                                        _HELD.format("Fig. 9")),
-    "fig9_dejavu_vs_flexgen_opt_avg": ("Fig. 9: Deja Vu / FlexGen, mean over OPT models", "x", None,
-                                       _HELD.format("Fig. 9")),
-    "fig10_speedup_vs_hermes_base_avg": ("Fig. 10: Hermes / Hermes-base, mean over six models", "x",
-                                         None, _HELD.format("Fig. 10")),
-    "fig10_hermes_base_vs_accelerate_avg": ("Fig. 10: Hermes-base / Accelerate, mean over six models",
-                                            "x", None, _HELD.format("Fig. 10")),
-    "fig10_speedup_vs_hermes_host_min": ("Fig. 10: Hermes / Hermes-host, smallest of six models", "x",
-                                         None, _HELD.format("Fig. 10")),
-    "fig10_speedup_vs_hermes_host_max": ("Fig. 10: Hermes / Hermes-host, largest of six models", "x",
-                                         None, _HELD.format("Fig. 10")),
-    "fig11_speedup_vs_flexgen_avg": ("Fig. 11: Hermes / FlexGen, mean over batch 1-16", "x", None,
-                                     _HELD.format("Fig. 11")),
-    "fig11_speedup_vs_hermes_host_avg": ("Fig. 11: Hermes / Hermes-host, mean over batch 1-16", "x",
-                                         None, _HELD.format("Fig. 11")),
-    "fig11_smallest_gap_to_base_batch": ("Fig. 11: batch with the smallest Hermes / Hermes-base gap",
-                                         "batch", None, _HELD.format("Fig. 11")),
-    "fig12_dejavu_pcie_share": ("Fig. 12: PCIe share of Deja Vu's decode time (batch 1)", "fraction",
-                                None, _HELD.format("Fig. 12")),
-    "fig12_dejavu_predictor_share": ("Fig. 12: Deja Vu's MLP predictor, share of its GPU time",
-                                     "fraction", None, _HELD.format("Fig. 12")),
-    "fig12_hermes_prompting_share_b1": ("Fig. 12: prompting (prefill) share of Hermes' time, batch 1",
-                                        "fraction", None, _HELD.format("Fig. 12")),
-    "fig13_partition_vs_random": ("Fig. 13: MLP latency, random mapper / offline partition", "x",
-                                  None, _HELD.format("Fig. 13")),
-    "fig13_adjustment_vs_partition": ("Fig. 13: MLP latency, partition / + online adjustment", "x",
-                                      None, _HELD.format("Fig. 13")),
-    "fig13_remap_vs_adjustment": ("Fig. 13: MLP latency, + adjustment / + window remapping", "x",
-                                  None, _HELD.format("Fig. 13")),
-    "fig13_token_only_vs_partition": ("Fig. 13: MLP latency, partition / token-only prediction", "x",
-                                      None, _HELD.format("Fig. 13")),
-    "fig13_layer_only_vs_partition": ("Fig. 13: MLP latency, partition / layer-only prediction", "x",
-                                      None, _HELD.format("Fig. 13")),
-    "fig14_min_dimms_falcon40b": ("Fig. 14: fewest NDP-DIMMs that hold Falcon-40B", "DIMMs", None,
-                                  _HELD.format("Fig. 14")),
-    "fig14_llama70b_16_vs_8_dimms": ("Fig. 14: LLaMA2-70B tokens/s, 16 / 8 DIMMs (batch 1)", "x",
-                                     None, _HELD.format("Fig. 14")),
-    "fig15_4090_vs_t4": ("Fig. 15: RTX 4090 / Tesla T4, mean over OPT-13B/30B", "x", None,
-                         _HELD.format("Fig. 15")),
-    "fig15_4090_vs_3090": ("Fig. 15: RTX 4090 / RTX 3090, mean over OPT-13B/30B", "x", None,
-                           _HELD.format("Fig. 15")),
-    "fig16_opt13b_b16_512_vs_32": ("Fig. 16: OPT-13B batch 16, 512 / 32 multipliers", "x", None,
-                                   _HELD.format("Fig. 16")),
-    "fig16_opt13b_b1_512_vs_64": ("Fig. 16: OPT-13B batch 1, 512 / 64 multipliers", "x", None,
-                                  _HELD.format("Fig. 16")),
-    "fig17_share_of_datacenter_b1": ("Fig. 17: Hermes / 5 x A100-40GB (TensorRT-LLM-like), batch 1",
-                                     "fraction", None, _HELD.format("Fig. 17")),
-    "fig17_share_of_datacenter_b16": ("Fig. 17: Hermes / 5 x A100-40GB, batch 16", "fraction", None,
-                                      _HELD.format("Fig. 17")),
 }
+#: the experiments whose values are held out: id -> (label, unit); the label starts with its figure
+_HELD_OUT = {
+    "fig9_opt66b_b1_tokens_per_s": ("Fig. 9: OPT-66B, batch 1, end-to-end", "tokens/s"),
+    "fig9_speedup_vs_accelerate_opt_avg": ("Fig. 9: Hermes / Accelerate, mean over OPT-13B/30B/66B", "x"),
+    "fig9_speedup_vs_flexgen_opt_avg": ("Fig. 9: Hermes / FlexGen, mean over OPT models", "x"),
+    "fig9_dejavu_vs_flexgen_opt_avg": ("Fig. 9: Deja Vu / FlexGen, mean over OPT models", "x"),
+    "fig10_speedup_vs_hermes_base_avg": ("Fig. 10: Hermes / Hermes-base, mean over six models", "x"),
+    "fig10_hermes_base_vs_accelerate_avg": ("Fig. 10: Hermes-base / Accelerate, mean over six models", "x"),
+    "fig10_speedup_vs_hermes_host_min": ("Fig. 10: Hermes / Hermes-host, smallest of six models", "x"),
+    "fig10_speedup_vs_hermes_host_max": ("Fig. 10: Hermes / Hermes-host, largest of six models", "x"),
+    "fig11_speedup_vs_flexgen_avg": ("Fig. 11: Hermes / FlexGen, mean over batch 1-16", "x"),
+    "fig11_speedup_vs_hermes_host_avg": ("Fig. 11: Hermes / Hermes-host, mean over batch 1-16", "x"),
+    "fig11_smallest_gap_to_base_batch": ("Fig. 11: batch with the smallest Hermes / Hermes-base gap", "batch"),
+    "fig12_dejavu_pcie_share": ("Fig. 12: PCIe share of Deja Vu's decode time (batch 1)", "fraction"),
+    "fig12_dejavu_predictor_share": ("Fig. 12: Deja Vu's MLP predictor, share of its GPU time", "fraction"),
+    "fig12_hermes_prompting_share_b1": ("Fig. 12: prompting (prefill) share of Hermes' time, batch 1", "fraction"),
+    "fig13_partition_vs_random": ("Fig. 13: MLP latency, random mapper / offline partition", "x"),
+    "fig13_adjustment_vs_partition": ("Fig. 13: MLP latency, partition / + online adjustment", "x"),
+    "fig13_remap_vs_adjustment": ("Fig. 13: MLP latency, + adjustment / + window remapping", "x"),
+    "fig13_token_only_vs_partition": ("Fig. 13: MLP latency, partition / token-only prediction", "x"),
+    "fig13_layer_only_vs_partition": ("Fig. 13: MLP latency, partition / layer-only prediction", "x"),
+    "fig14_min_dimms_falcon40b": ("Fig. 14: fewest NDP-DIMMs that hold Falcon-40B", "DIMMs"),
+    "fig14_llama70b_16_vs_8_dimms": ("Fig. 14: LLaMA2-70B tokens/s, 16 / 8 DIMMs (batch 1)", "x"),
+    "fig15_4090_vs_t4": ("Fig. 15: RTX 4090 / Tesla T4, mean over OPT-13B/30B", "x"),
+    "fig15_4090_vs_3090": ("Fig. 15: RTX 4090 / RTX 3090, mean over OPT-13B/30B", "x"),
+    "fig16_opt13b_b16_512_vs_32": ("Fig. 16: OPT-13B batch 16, 512 / 32 multipliers", "x"),
+    "fig16_opt13b_b1_512_vs_64": ("Fig. 16: OPT-13B batch 1, 512 / 64 multipliers", "x"),
+    "fig17_share_of_datacenter_b1": ("Fig. 17: Hermes / 5 x A100-40GB (TensorRT-LLM-like), batch 1", "fraction"),
+    "fig17_share_of_datacenter_b16": ("Fig. 17: Hermes / 5 x A100-40GB, batch 16", "fraction"),
+}
+#: every figure of the report: id -> (label, unit, published value or None, where)
+FIGURES = {**_REVEALED, **{key: (label, unit, None, _HELD.format(label.split(":")[0]))
+                           for key, (label, unit) in _HELD_OUT.items()}}
 _B1, _SPEEDUP = "llama2_70b_b1_tokens_per_s", "speedup_vs_dejavu_avg"
 #: the widest activation unit the RTL builds (cosim/backend.py CoreConfig); wider cores keep it
 _MAX_LANES = 256
@@ -159,15 +138,6 @@ _TORNADO = {
     _SPEEDUP: ["opt_active_fraction", "pcie_gbs"],
 }
 _TORNADO_REDUCED = {_B1: ["pcie_gbs", "layer_correlation"], _SPEEDUP: ["pcie_gbs"]}
-
-
-def top_share(active: np.ndarray, share: float = 0.2) -> float:
-    """Mean over layers of the share of activations carried by the ``share`` most active
-    neurons of the layer (``active``: [tokens, layers, neurons] bool)."""
-    counts = np.sort(active.sum(axis=0), axis=1)[:, ::-1]           # [layers, neurons] desc
-    k = max(1, int(round(share * counts.shape[1])))
-    total = counts.sum(axis=1)
-    return float(np.mean(np.where(total > 0, counts[:, :k].sum(axis=1) / np.maximum(total, 1), 0)))
 
 
 class _Runner:
@@ -220,12 +190,23 @@ class _Runner:
         if not gpu:
             hw = dataclasses.replace(hw, gpu=dataclasses.replace(
                 hw.gpu, memory_bandwidth_gbs=float(v["gpu_memory_bandwidth_gbs"])))
-        raw = hw.pcie.lanes * hw.pcie.gt_per_s / 8 * hw.pcie.encoding_efficiency
+        raw = hw.pcie.gbytes_per_s / hw.pcie.protocol_efficiency       # before the protocol
         pcie = dataclasses.replace(hw.pcie, protocol_efficiency=float(v["pcie_gbs"]) / raw,
                                    name=f"{hw.pcie.name} at {float(v['pcie_gbs']):g} GB/s")
         host = dataclasses.replace(hw.host,
                                    memory_bandwidth_gbs=float(v["host_memory_bandwidth_gbs"]))
         return dataclasses.replace(hw, pcie=pcie, host=host)
+
+    def workload(self, cfg: HermesConfig, model=None):
+        """The traces and predictions of ``cfg`` (made once: they do not depend on the hardware,
+        the DIMMs or the core)."""
+        key = dataclasses.replace(cfg, dimms=None, units=256, act_lanes=256, gpu="")
+        if key not in self._workloads:
+            t0 = time.perf_counter()
+            self._workloads[key] = make_workload(cfg, model or load_model(cfg.model))
+            self.say(f"  {cfg.model} batch {cfg.batch}: traces and the {cfg.predictor} predictor "
+                     f"in {time.perf_counter() - t0:.1f} s")
+        return self._workloads[key]
 
     def _log(self, msg: str):
         if "note:" in msg:
@@ -240,12 +221,7 @@ class _Runner:
         if key in self._runs:
             return self._runs[key]
         mshape = load_model(cfg.model)
-        wkey = dataclasses.replace(cfg, dimms=None, units=256, act_lanes=256, gpu="")
-        if wkey not in self._workloads:
-            t0 = time.perf_counter()
-            self._workloads[wkey] = make_workload(cfg, mshape)
-            self.say(f"  {cfg.model} batch {batch}: traces and the {cfg.predictor} predictor in "
-                     f"{time.perf_counter() - t0:.1f} s")
+        workload = self.workload(cfg, mshape)
         ckey = (cfg.model, batch, cfg.units, hw_key)
         if ckey not in self._costs:
             with warnings.catch_warnings():
@@ -255,7 +231,7 @@ class _Runner:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = run(cfg, RunContext(log=self._log), ablations=ablations, costs=self._costs[ckey],
-                    workload=self._workloads[wkey])
+                    workload=workload)
         self.runs += 1
         self.run_seconds += time.perf_counter() - t0
         self._runs[key] = r
@@ -442,8 +418,7 @@ def reproduce(*, reduced: bool = False, progress: Callable[[str], None] = print,
     notes = _notes(v, runner, b1, iso, phys, ours, reduced)
     curves = _curves(v, runner, batches)
     stats = runner.trace_statistics(v, v["model"])
-    wl = runner._workloads[dataclasses.replace(runner.config(v, v["model"], 1), dimms=None,
-                                               units=256, act_lanes=256, gpu="")]
+    wl = runner.workload(runner.config(v, v["model"], 1))
     setup = {
         "model": runner.model(v, v["model"]), "batches": batches,
         "prompt_tokens": b1.config.prompt, "decode_tokens": b1.config.tokens,
@@ -565,8 +540,7 @@ def _explanations(v, runner, ours, detail, b1) -> dict:
 
 def _notes(v, runner, b1, iso, phys, ours, reduced) -> list[str]:
     p, pi = b1.predictor, iso.predictor
-    wl = runner._workloads[dataclasses.replace(b1.config, dimms=None, units=256, act_lanes=256,
-                                               gpu="")]
+    wl = runner.workload(b1.config)
     fired = float(wl.run.active.mean())
     out = [
         f"paper's predictor at its constants, batch 1: cold neurons precision {p['precision']:.3f} "

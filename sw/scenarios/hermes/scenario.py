@@ -521,13 +521,13 @@ def run(cfg: HermesConfig | None = None, ctx: RunContext | None = None, *,
     cold = ~part.on_gpu[np.arange(S)]
     act = workload.run.active
     acc = _accuracy(act, workload.predicted, cold)
+    acc_all = _accuracy(act, workload.predicted, None)
     mem = workload.predictor_memory
     points = _operating_points(workload, part, thresholds)
     extra = {
         "predictor": {**acc, "kind": cfg.predictor, "operating_point": operating,
-                      "recall_all": _accuracy(act, workload.predicted, None)["recall"],
-                      "precision_all": _accuracy(act, workload.predicted, None)["precision"],
-                      "accuracy_all": _accuracy(act, workload.predicted, None)["accuracy"],
+                      "recall_all": acc_all["recall"], "precision_all": acc_all["precision"],
+                      "accuracy_all": acc_all["accuracy"],
                       "operating_points": points,
                       "memory_bytes_per_layer": mem, "memory_kb_per_layer": sum(mem.values()) / 1e3,
                       "memory_mb_all_layers": sum(mem.values()) * sh.L / 1e6,

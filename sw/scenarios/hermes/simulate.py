@@ -78,7 +78,7 @@ from ndpdimm.sw.scenarios.hermes.remap import rebalance_layer
 __all__ = ["RunTally", "RunShape", "Placement", "ndp_run", "offload_run", "powerinfer_run",
            "datacenter_run", "prefill_seconds", "accelerate_layers", "cpu_seconds", "gpu_mlp_seconds",
            "gpu_rows_seconds", "dejavu_predictor_bytes", "dejavu_predictor_seconds",
-           "DEJAVU_PREDICTOR_RANK", "pipeline_run"]
+           "DEJAVU_PREDICTOR_RANK", "pipeline_run", "layer_gpu_seconds"]
 
 
 # ---- accounting --------------------------------------------------------------------------------
@@ -161,6 +161,22 @@ def gpu_rows_seconds(costs, sh, rows, n_in=None):
         if rows > 0 else 0.0
 
 
+def layer_gpu_seconds(g, sh, tokens, seqs, q_len, context, split=1):
+    """One decoder layer on one GPU (``g``: a :class:`GpuModel`) holding ``1 / split`` of every
+    matrix and of the heads (tensor parallel; 1: the whole layer): QKV, output projection, the
+    MLP's matrices over ``tokens`` rows, and attention of ``seqs`` sequences of ``q_len`` new
+    tokens over ``context``."""
+    m = sh.model
+
+    def part(x):
+        return -(-x // split)
+    return (g.linear(tokens, part(sh.qkv_rows), sh.H).seconds +
+            g.linear(tokens, sh.H, part(sh.H)).seconds +
+            (sh.mats - 1) * g.linear(tokens, part(sh.F), sh.H).seconds +
+            g.linear(tokens, sh.H, part(sh.F)).seconds +
+            g.attention(seqs, q_len, context, part(m.heads), part(m.kv_heads), m.head_dim).seconds)
+
+
 def prefill_seconds(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=True):
     """TTFT: every layer's GEMMs over the batch's prompt on the GPU, the weights not resident
     streamed over PCIe (overlapped; ``overlap`` False: before the layer's GEMMs), the KV cache
@@ -169,9 +185,7 @@ def prefill_seconds(costs, sh, prompt, resident_per_layer, kv_to_dimms, overlap=
     tok = B * prompt
     t = 0.0
     for l in range(sh.L):
-        comp = (g.linear(tok, sh.qkv_rows, sh.H).seconds + g.linear(tok, sh.H, sh.H).seconds +
-                (sh.mats - 1) * g.linear(tok, sh.F, sh.H).seconds + g.linear(tok, sh.H, sh.F).seconds +
-                g.attention(B, prompt, prompt, m.heads, m.kv_heads, m.head_dim).seconds)
+        comp = layer_gpu_seconds(g, sh, tok, B, prompt, prompt)
         stream = costs.pcie(max(0.0, sh.layer_bytes - resident_per_layer[l]))
         t += max(comp, stream) if overlap else comp + stream
     if kv_to_dimms:
@@ -546,10 +560,7 @@ def datacenter_run(cfg, sh, dc):
     ar = g.all_reduce(sh.x_bytes, n, dc.nvlink_gbs)
     for t in range(cfg.tokens):
         c = cfg.prompt + t
-        per_layer = (g.linear(B, -(-sh.qkv_rows // n), H).seconds + g.linear(B, H, -(-H // n)).seconds +
-                     (sh.mats - 1) * g.linear(B, -(-sh.F // n), H).seconds +
-                     g.linear(B, H, -(-sh.F // n)).seconds +
-                     g.attention(B, 1, c, -(-m.heads // n), -(-m.kv_heads // n), m.head_dim).seconds)
+        per_layer = layer_gpu_seconds(g, sh, B, B, 1, c, split=n)
         tl.add({"gpu": per_layer * sh.L, "nvlink": 2 * ar * sh.L})
         tl.add({"gpu": g.linear(B, -(-m.vocab // n), H).seconds})
         tl.gpu_busy += n * (per_layer * sh.L + g.linear(B, -(-m.vocab // n), H).seconds)
@@ -573,16 +584,11 @@ def pipeline_run(cfg, sh, gpu, count: int, link_gbs: float) -> tuple[float, floa
     b = -(-B // micro)
     per_gpu = -(-sh.L // n)
     hop = b * H * ELEM / (link_gbs * 1e9)
-
-    def layer(tokens, seqs, q_len, context):
-        return (g.linear(tokens, sh.qkv_rows, H).seconds + g.linear(tokens, H, H).seconds +
-                (sh.mats - 1) * g.linear(tokens, sh.F, H).seconds + g.linear(tokens, H, sh.F).seconds +
-                g.attention(seqs, q_len, context, m_shape.heads, m_shape.kv_heads,
-                            m_shape.head_dim).seconds)
     decode = 0.0
     for t in range(cfg.tokens):
-        stage = per_gpu * layer(b, b, 1, cfg.prompt + t) + hop
+        stage = per_gpu * layer_gpu_seconds(g, sh, b, b, 1, cfg.prompt + t) + hop
         decode += (n + micro - 1) * stage + g.linear(B, m_shape.vocab, H).seconds
-    stage = per_gpu * layer(b * cfg.prompt, b, cfg.prompt, cfg.prompt) + hop * cfg.prompt
+    stage = per_gpu * layer_gpu_seconds(g, sh, b * cfg.prompt, b, cfg.prompt, cfg.prompt) + \
+        hop * cfg.prompt
     prefill = (n + micro - 1) * stage + g.linear(B, m_shape.vocab, H).seconds
     return decode, prefill

@@ -4,11 +4,10 @@ predictor, a complete report."""
 
 import json
 
-import numpy as np
 import pytest
 
 from ndpdimm.sw.reproduce.core import check_figures, format_table, write_outputs
-from ndpdimm.sw.reproduce.hermes import FIGURES, HEADLINES, min_dimms, reproduce, top_share
+from ndpdimm.sw.reproduce.hermes import FIGURES, HEADLINES, min_dimms, reproduce
 from ndpdimm.sw.reproduce.params import load_params
 
 
@@ -78,11 +77,3 @@ def test_fewest_dimms_that_hold_a_model():
     assert d is not None and 2 <= d <= 4
     assert min_dimms("llama2-70b", 1, 128, 128, "hermes") > d
     assert min_dimms("llama2-70b", 1, 128, 128, "hermes", most=1) is None
-
-
-def test_top_share_counts_the_most_active_fifth():
-    active = np.zeros((10, 1, 10), dtype=bool)
-    active[:, 0, 0] = True                                 # 10 firings on neuron 0
-    active[:2, 0, 1:5] = True                              # 8 more spread on neurons 1-4
-    # top 20 % = neurons 0 and one of 1-4: (10 + 2) / 18
-    assert top_share(active) == pytest.approx(12 / 18)

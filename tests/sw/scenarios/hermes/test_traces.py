@@ -65,6 +65,14 @@ def test_similarity_and_top_share_on_hand_made_traces():
         t.similarity(4)
 
 
+def test_top_share_counts_the_most_active_fifth():
+    active = np.zeros((10, 1, 10), dtype=bool)
+    active[:, 0, 0] = True                                 # 10 firings on neuron 0
+    active[:2, 0, 1:5] = True                              # 8 more spread on neurons 1-4
+    # top 20 % = neurons 0 and one of 1-4: (10 + 2) / 18
+    assert ActivationTrace(active, {}).top_share() == pytest.approx(12 / 18)
+
+
 def test_persistent_copies_reach_the_papers_adjacent_similarity():
     """Hermes' measured statistics (Section III): the skew that puts 80 % of the activations on
     20 % of the neurons, and the chains' correlation that makes adjacent tokens 90 % similar at
