@@ -47,11 +47,20 @@ def shape(kind: str, params: dict) -> Shape:
         raise ValueError(f"{kind} shape {params!r}: {e}") from None
 
 
-def replay(dimm: Dimm, s: Shape, seed: int) -> tuple[int, list[torch.Tensor]]:
+def replay(dimm: Dimm, s: Shape, seed: int, groups=None, warmup=()) -> tuple[int, list[torch.Tensor]]:
     """``(NDP cycles, outputs)`` of one invocation of shape ``s`` on ``dimm``, on synthetic data
-    drawn from ``seed``."""
+    drawn from ``seed``. ``groups``: only those of its groups (``Shape.groups``; all for
+    ``None``); ``warmup``: groups issued first, neither timed nor read back (a sub-sampled
+    replay's running start, ``sw/sampling/subsample.py``). The cycles are the DIMM's clock over
+    the timed part; results are read back where the DIMM computes values."""
     if not isinstance(s, Shape) or type(s) is Shape:
         raise ValueError(f"expected a kernel shape ({', '.join(KINDS)}), got {s!r}")
-    with dimm.measure(s.kind) as m:
-        outs = s.run(dimm, seed)
+    inv = s.prepare(dimm, seed)
+    try:
+        if warmup:
+            inv.issue(warmup, fetch=False)
+        with dimm.measure(s.kind) as m:
+            outs = inv.issue(groups, fetch=dimm.functional)
+    finally:
+        inv.free()
     return m.cycles, outs

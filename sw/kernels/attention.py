@@ -16,7 +16,7 @@ import dataclasses
 import torch
 
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.kernels.base import LinearCost, check_samples
+from ndpdimm.sw.kernels.base import Invocation, LinearCost, check_samples
 from ndpdimm.sw.kernels.base import Shape as _Base
 
 __all__ = ["Shape", "issue", "ndp_attention_cost"]
@@ -30,17 +30,19 @@ class Shape(_Base):
     head_dim: int
     group: int
 
-    def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
+    def prepare(self, dimm: Dimm, seed: int) -> Invocation:
+        """One group: the whole (sequence, K/V head)."""
         gen = torch.Generator().manual_seed(seed)
         n, d = self.context, self.head_dim
         q = torch.randn(self.group, d, generator=gen).half()
         k = dimm.store_weights(torch.randn(n, d, generator=gen).half())
         vt = dimm.store_weights(torch.randn(d, n, generator=gen).half())
-        try:
-            return issue(dimm, k, vt, q, d ** -0.5, fetch=True)
-        finally:
+
+        def release():
             dimm.free(k.buffer)
             dimm.free(vt.buffer)
+        return Invocation(1, lambda groups, fetch: issue(dimm, k, vt, q, d ** -0.5, fetch=fetch),
+                          release)
 
 
 def issue(dimm: Dimm, k, vt, q, scale: float, fetch: bool) -> list:

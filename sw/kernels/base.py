@@ -6,6 +6,13 @@ kernel log aggregates equal shapes (``sw/sampling/record.py``) and a replay rebu
 invocation from the shape and a data seed (:meth:`Shape.run`). A shape's fields are checked
 when it is made: a bad one raises ``ValueError`` naming the field.
 
+An invocation's work is a sequence of :meth:`Shape.groups` like groups (the neuron groups of
+a gather, the row groups of a dense GEMV, the passes of an expert; an attention step is one
+group). :meth:`Shape.prepare` stores the invocation's operands on a DIMM and returns an
+:class:`Invocation`, whose ``issue(groups)`` runs the kernel on all of them or on a subset: what
+a sub-sampled replay runs (``sw/sampling/subsample.py``). The operands are drawn from the seed
+in the same order whatever is issued, so a subset is a subset of the full invocation's work.
+
 :class:`LinearCost` is the cost line a scenario charges for a kernel: ``cycles = fixed +
 slope x n`` fitted by least squares (:func:`fit_line`) to cycles measured through the driver
 (:meth:`~ndpdimm.sw.driver.dimm.Dimm.measure`) at a few sizes ``n``.
@@ -14,7 +21,8 @@ slope x n`` fitted by least squares (:func:`fit_line`) to cycles measured throug
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -22,7 +30,8 @@ import torch
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 
-__all__ = ["Shape", "OfShape", "LinearCost", "fit_line", "check_samples", "check_int", "random_weights"]
+__all__ = ["Shape", "Invocation", "check_groups", "OfShape", "LinearCost", "fit_line", "check_samples", "check_int", "random_weights",
+           "group_slices"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +56,61 @@ class Shape:
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.params().items())
 
+    def groups(self, max_batch: int) -> int:
+        """How many like groups the invocation's work is (1: it is not divided); ``max_batch`` the
+        core's tokens per weight stream."""
+        return 1
+
+    def prepare(self, dimm: Dimm, seed: int) -> Invocation:
+        """Store the invocation's operands, drawn from ``seed``, on ``dimm``."""
+        raise NotImplementedError
+
     def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
         """Issue the kernel's descriptor stream on ``dimm`` on synthetic data drawn from ``seed``
         (weights stored, used and freed); every result the kernel wrote, read back."""
-        raise NotImplementedError
+        inv = self.prepare(dimm, seed)
+        try:
+            return inv.issue()
+        finally:
+            inv.free()
+
+
+def check_groups(groups, n: int) -> tuple[int, ...]:
+    """``groups`` as a sorted tuple of distinct group numbers in ``0..n-1`` (at least one), or
+    ``ValueError``."""
+    try:
+        g = tuple(groups)
+    except TypeError:
+        raise ValueError(f"groups must be a sequence of group numbers, got {groups!r}") from None
+    if not g or any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n
+                    for i in g) or len(set(g)) != len(g):
+        raise ValueError(f"groups must be distinct ints in 0..{n - 1}, at least one, got {groups!r}")
+    return tuple(sorted(int(i) for i in g))
+
+
+@dataclasses.dataclass
+class Invocation:
+    """One invocation's operands on a DIMM (:meth:`Shape.prepare`): ``issue(groups, fetch)`` runs
+    the kernel on all ``n_groups`` groups (``None``) or on the listed ones (:func:`check_groups`)
+    and returns its results (``None`` entries where not fetched); ``free()`` releases the
+    operands."""
+    n_groups: int
+    run_groups: Callable[[tuple[int, ...] | None, bool], list]
+    release: Callable[[], Any]
+
+    def issue(self, groups: Sequence[int] | None = None, fetch: bool = True) -> list:
+        return self.run_groups(None if groups is None else check_groups(groups, self.n_groups), fetch)
+
+    def free(self) -> None:
+        self.release()
+
+
+def group_slices(n: int, size: int, groups: tuple[int, ...] | None) -> torch.Tensor:
+    """The positions ``0..n-1`` of the groups ``groups`` of ``size`` consecutive positions (all
+    for ``None``), as a LongTensor."""
+    if groups is None:
+        return torch.arange(n)
+    return torch.cat([torch.arange(g * size, min(n, (g + 1) * size)) for g in groups])
 
 
 class OfShape:

@@ -21,11 +21,13 @@ import torch
 
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels.base import Invocation, check_samples, fit_line, group_slices, random_weights
 from ndpdimm.sw.kernels.base import Shape as _Base
-from ndpdimm.sw.kernels.base import check_samples, fit_line, random_weights
 
-__all__ = ["Shape", "issue", "NeuronCost", "ndp_neuron_cost", "check_pool", "DTYPES"]
+__all__ = ["Shape", "GROUP_NEURONS", "issue", "NeuronCost", "ndp_neuron_cost", "check_pool", "DTYPES"]
 
+#: Activated neurons per group of a sub-sampled replay (``Shape.groups``)
+GROUP_NEURONS = 32
 #: Weight / activation types of the cold neurons: FP16, or INT8 (half the DRAM bytes).
 DTYPES = ("fp16", "int8")
 
@@ -56,20 +58,30 @@ class Shape(_Base):
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
 
-    def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
+    def groups(self, max_batch: int) -> int:
+        """Groups of :data:`GROUP_NEURONS` consecutive activated neurons (in index order)."""
+        return -(-self.k // GROUP_NEURONS)
+
+    def prepare(self, dimm: Dimm, seed: int) -> Invocation:
         """``k`` neurons drawn from the DIMM's ``pool`` on synthetic weights from ``seed``, as the
-        scenario placed them (the cost line is measured the same way)."""
+        scenario placed them (the cost line is measured the same way); a subset of groups runs
+        the same kernel on those groups' neurons."""
         gen = torch.Generator().manual_seed(seed)
         pool, h, b, dt = self.pool, self.hidden, self.batch, self.dtype
         up = dimm.store_weights(random_weights((pool, h), gen, dt))
         down = dimm.store_weights(random_weights((pool, h), gen, dt), layout="axpy")
-        try:
-            idx = torch.randperm(pool, generator=gen)[:self.k].sort().values
-            return issue(dimm, up, down, random_weights((b, h), gen, dt),
-                         lambda: random_weights((b, pool), gen, dt), idx, self.gated, fetch=True)
-        finally:
+        idx = torch.randperm(pool, generator=gen)[:self.k].sort().values
+        x = random_weights((b, h), gen, dt)
+        act = random_weights((b, pool), gen, dt)
+
+        def run(groups, fetch):
+            sel = idx[group_slices(self.k, GROUP_NEURONS, groups)]
+            return issue(dimm, up, down, x, lambda: act, sel, self.gated, fetch=fetch)
+
+        def release():
             dimm.free(up.buffer)
             dimm.free(down.buffer)
+        return Invocation(self.groups(dimm.config.max_batch), run, release)
 
 
 def issue(dimm: Dimm, up, down, x, make_h, idx, gated: bool, fetch: bool) -> list:

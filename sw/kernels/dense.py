@@ -12,10 +12,13 @@ import dataclasses
 import torch
 
 from ndpdimm.sw.driver.dimm import Dimm
-from ndpdimm.sw.kernels.base import LinearCost, check_samples
+from ndpdimm.sw.kernels.base import Invocation, LinearCost, check_samples, group_slices
 from ndpdimm.sw.kernels.base import Shape as _Base
 
-__all__ = ["Shape", "ndp_dense_cost"]
+__all__ = ["Shape", "GROUP_ROWS", "ndp_dense_cost"]
+
+#: Rows per group of a sub-sampled replay (``Shape.groups``)
+GROUP_ROWS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,13 +29,25 @@ class Shape(_Base):
     hidden: int
     batch: int
 
-    def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
+    def groups(self, max_batch: int) -> int:
+        """Groups of :data:`GROUP_ROWS` consecutive rows."""
+        return -(-self.rows // GROUP_ROWS)
+
+    def prepare(self, dimm: Dimm, seed: int) -> Invocation:
+        """The weights and tokens drawn from ``seed``; a subset of groups is a dense GEMV of those
+        groups' rows (stored as a matrix of their own for the replay)."""
         gen = torch.Generator().manual_seed(seed)
-        w = dimm.store_weights((torch.randn(self.rows, self.hidden, generator=gen) * 0.05).half())
-        try:
-            return [dimm.gemv(w, torch.randn(self.batch, self.hidden, generator=gen).half())]
-        finally:
-            dimm.free(w.buffer)
+        w = (torch.randn(self.rows, self.hidden, generator=gen) * 0.05).half()
+        x = torch.randn(self.batch, self.hidden, generator=gen).half()
+
+        def run(groups, fetch):
+            sub = w if groups is None else w[group_slices(self.rows, GROUP_ROWS, groups)]
+            wb = dimm.store_weights(sub)
+            try:
+                return [dimm.gemv(wb, x, fetch=fetch)]
+            finally:
+                dimm.free(wb.buffer)
+        return Invocation(self.groups(dimm.config.max_batch), run, lambda: None)
 
 
 def ndp_dense_cost(hidden: int, dimm: Dimm, samples=(64, 256, 1024), seed: int = 0,

@@ -74,6 +74,7 @@ from ndpdimm.hw.formats import NDP_CLOCK_HZ, Dtype
 from ndpdimm.hw.memory.port import BURST_BYTES
 from ndpdimm.sw.driver.buffers import WeightBuffer
 from ndpdimm.sw.driver.dimm import Dimm
+from ndpdimm.sw.kernels.base import Invocation, group_slices
 from ndpdimm.sw.kernels.base import Shape as _Base
 from ndpdimm.sw.layer.run import golden_elementwise
 
@@ -113,13 +114,22 @@ class Shape(_Base):
         if self.dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
 
-    def run(self, dimm: Dimm, seed: int) -> list[torch.Tensor]:
+    def groups(self, max_batch: int) -> int:
+        """The passes of at most ``max_batch`` tokens (each streams the expert's weights once)."""
+        return -(-self.tokens // max_batch)
+
+    def prepare(self, dimm: Dimm, seed: int) -> Invocation:
+        """The expert's weights and tokens drawn from ``seed``; a subset of groups runs the chain
+        on those passes' tokens."""
         rand = _RandomExpert(dimm, torch.Generator().manual_seed(seed), self.hidden, self.ffn,
                              DTYPE_NAMES[self.dtype])
-        try:
-            return [ndp_expert(rand.expert, rand(self.tokens, self.hidden))[0]]
-        finally:
-            free_expert(rand.expert)
+        x = rand(self.tokens, self.hidden)
+        mb = dimm.config.max_batch
+
+        def run(groups, fetch):
+            sub = x if groups is None else x[group_slices(self.tokens, mb, groups)]
+            return [_run(rand.expert, sub.contiguous(), fetch)[0]]
+        return Invocation(self.groups(mb), run, lambda: free_expert(rand.expert))
 
 
 # ---- weights ---------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ anything is submitted.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 import warnings
 
@@ -30,18 +32,24 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.hw.formats import NDP_CLOCK_HZ
 from ndpdimm.sw.driver.dimm import Dimm
 from ndpdimm.sw.kernels import Shape, replay
+from ndpdimm.sw.sampling.estimate import estimate_kind
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import (
     CONFIDENCE,
     METHOD,
+    Design,
     Draw,
+    allocate,
     check_samples_request,
     draw,
+    interval,
+    neyman_weights,
     reestimate,
     t_interval,
 )
+from ndpdimm.sw.sampling.subsample import Plan, plan
 
-__all__ = ["replay_one", "rtl_check", "format_rtl_check", "same_bits"]
+__all__ = ["replay_one", "model_one", "rtl_check", "format_rtl_check", "same_bits"]
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -55,18 +63,20 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def replay_one(shape: Shape, seed: int, core: CoreConfig, backend: str = "rtl",
-               descriptors: bool = False) -> dict:
+               descriptors: bool = False, plan: Plan | None = None) -> dict:
     """One invocation on the model backend (golden results) and on ``backend`` (see the module
     docstring): cycles, bit-exactness and wall seconds. ``descriptors``: also every waited-for
     descriptor's cycles per side (``<role>_descriptor_cycles``) and their ``labels``
-    (``RuntimeError`` if the two sides ran different streams)."""
+    (``RuntimeError`` if the two sides ran different streams). ``plan``: only its groups, after
+    its warm-up (``sw/sampling/subsample.py``; None: the whole invocation)."""
+    groups, warm = (None, ()) if plan is None else (plan.groups, plan.warmup)
     out, results, labels = {}, {}, {}
     for role, name, kw in (("model", "model", {"functional": True}), ("rtl", backend, {})):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the model's UncalibratedWarning: said once
             with Dimm(name, core, timeline=descriptors, **kw) as dimm:
-                out[f"{role}_backend_cycles"], results[role] = replay(dimm, shape, seed)
+                out[f"{role}_backend_cycles"], results[role] = replay(dimm, shape, seed, groups, warm)
                 if descriptors:
                     out[f"{role}_descriptor_cycles"] = [c.cycles for _, c in dimm.timeline_records]
                     labels[role] = [label for label, _ in dimm.timeline_records]
@@ -82,95 +92,272 @@ def replay_one(shape: Shape, seed: int, core: CoreConfig, backend: str = "rtl",
     return out
 
 
-def _run(draws: list[Draw], core: CoreConfig, backend: str, workers: int, scheduler, log) -> list:
-    args = [(d.shape, d.seed, core, backend) for d in draws]
-    results: list = [None] * len(draws)
+def model_one(shape: Shape, seed: int, core: CoreConfig) -> dict:
+    """The whole invocation on the timing-only model backend (a two-phase estimate's first phase,
+    ``sw/sampling/estimate.py``): its cycles and wall seconds."""
     t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Dimm("model", core, functional=False) as dimm:
+            cycles, _ = replay(dimm, shape, seed)
+    return {"model_backend_cycles": cycles, "model_seconds": time.perf_counter() - t0}
 
-    def done(i, rec, err):
-        d = draws[i]
-        if err is not None:
-            rec = {"error": f"{type(err).__name__}: {err}"}
-        results[i] = rec
-        finished = sum(r is not None for r in results)
-        shape = d.shape.describe()
-        if err is not None:
-            what = rec["error"]
-        else:
-            what = (f"RTL {rec['rtl_backend_cycles']:,} / charged {d.model_cycles:,.0f} cycles = "
-                    f"{rec['rtl_backend_cycles'] / d.model_cycles:.4f}, "
-                    f"{'bit-exact' if rec['bit_exact'] else 'MISMATCH'}, {rec['rtl_seconds']:.1f} s")
-        log(f"[rtl-samples] {finished}/{len(draws)} {d.kind} ({shape}): {what}  "
-            f"[{time.perf_counter() - t0:.0f} s]")
 
-    if workers == 0:
-        for i, a in enumerate(args):
-            try:
-                rec, err = replay_one(*a), None
-            except Exception as e:                      # reported for its sample, run goes on
-                rec, err = None, e
-            done(i, rec, err)
-        return results
-    from ndpdimm.sw.sweep.tasks import cluster_client, run_tasks
-    with cluster_client(scheduler, workers) as (client, desc):
-        log(f"[rtl-samples] {len(draws)} replays on {desc}")
+def _task(role: str, shape: Shape, seed: int, core: CoreConfig, backend: str, plan: Plan | None) -> dict:
+    """One job of a sampled run: ``"model"`` (:func:`model_one`), ``"rtl"`` (the plan's groups)
+    or ``"full"`` (the whole invocation) (:func:`replay_one`)."""
+    if role == "model":
+        return model_one(shape, seed, core)
+    return replay_one(shape, seed, core, backend, plan=None if role == "full" else plan)
+
+
+@dataclasses.dataclass
+class _Job:
+    role: str
+    kind: str
+    i: int                      # the draw's place in its kind's list
+    draw: Draw
+    plan: Plan | None
+    result: dict | None = None
+
+    @property
+    def expected_cycles(self) -> float:
+        if self.role == "model":
+            return 0.0
+        if self.role == "rtl" and self.plan is not None and not self.plan.whole:
+            return self.draw.model_cycles * (len(self.plan.groups) + len(self.plan.warmup)) / self.plan.n_groups
+        return self.draw.model_cycles
+
+
+class _Runner:
+    """Runs jobs in this process (``workers=0``) or on the Dask cluster it holds open."""
+
+    def __init__(self, core, backend, workers, scheduler, log):
+        self.core, self.backend, self.workers, self.scheduler, self.log = core, backend, workers, scheduler, log
+        self.t0 = time.perf_counter()
+        self._cm = None
+        self.client = None
+
+    def __enter__(self):
+        if self.workers:
+            from ndpdimm.sw.sweep.tasks import cluster_client
+            self._cm = cluster_client(self.scheduler, self.workers)
+            self.client, desc = self._cm.__enter__()
+            self.log(f"[rtl-samples] replays on {desc}")
+        return self
+
+    def __exit__(self, *exc):
+        if self._cm is not None:
+            self._cm.__exit__(*exc)
+
+    def run(self, jobs: list[_Job]) -> None:
+        if not jobs:
+            return
+        count = {"model": 0}
+        n_model = sum(j.role == "model" for j in jobs)
+        n_rtl = len(jobs) - n_model
+        done_rtl = [0]
+
+        def done(i, rec, err):
+            j = jobs[i]
+            j.result = {"error": f"{type(err).__name__}: {err}"} if err is not None else rec
+            elapsed = f"[{time.perf_counter() - self.t0:.0f} s]"
+            if j.role == "model":
+                count["model"] += 1
+                if err is not None or count["model"] in (n_model, 1) or count["model"] % 25 == 0:
+                    what = j.result.get("error", "ok")
+                    self.log(f"[rtl-samples] model phase {count['model']}/{n_model} ({what})  {elapsed}")
+                return
+            done_rtl[0] += 1
+            if err is not None:
+                what = j.result["error"]
+            else:
+                part = "whole" if j.role == "full" or j.plan is None or j.plan.whole else \
+                    f"{len(j.plan.groups)} of {j.plan.n_groups} groups"
+                what = (f"{part}: RTL {rec['rtl_backend_cycles']:,} / model {rec['model_backend_cycles']:,} "
+                        f"cycles = {rec['rtl_backend_cycles'] / rec['model_backend_cycles']:.4f}, "
+                        f"{'bit-exact' if rec['bit_exact'] else 'MISMATCH'}, {rec['rtl_seconds']:.1f} s")
+            self.log(f"[rtl-samples] {done_rtl[0]}/{n_rtl} {j.role} {j.kind} "
+                     f"({j.draw.shape.describe()}): {what}  {elapsed}")
+
+        args = [(j.role, j.draw.shape, j.draw.seed, self.core, self.backend, j.plan) for j in jobs]
+        if not self.workers:
+            for i, a in enumerate(args):
+                try:
+                    rec, err = _task(*a), None
+                except Exception as e:                      # reported for its sample, run goes on
+                    rec, err = None, e
+                done(i, rec, err)
+            return
+        from ndpdimm.sw.sweep.tasks import run_tasks
         # longest first: the last task to start is a short one
-        order = sorted(range(len(draws)), key=lambda i: -draws[i].model_cycles)
-        run_tasks(client, replay_one, args, order=order, on_done=done)
-    return results
+        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].expected_cycles)
+        run_tasks(self.client, _task, args, order=order, on_done=done)
+
+
+def _ok(j: _Job | None) -> bool:
+    return j is not None and j.result is not None and "error" not in j.result
+
+
+def _estimate(kind: str, jobs: dict, n1: int, n2: int, n3: int) -> dict:
+    """The kind's two-phase estimate from its finished jobs (``sw/sampling/estimate.py``)."""
+    x = {}
+    for i in range(n1):
+        m = jobs.get(("model", kind, i))
+        if _ok(m):
+            x[i] = m.result["model_backend_cycles"] / m.draw.model_cycles
+    rtl, q, vs = [], [], []
+    for i in range(n2):
+        r = jobs.get(("rtl", kind, i))
+        if not _ok(r) or i not in x:
+            continue
+        rec, c = r.result, r.draw.model_cycles
+        sub = r.plan is not None and not r.plan.whole
+        yh = x[i] * rec["rtl_backend_cycles"] / rec["model_backend_cycles"] if sub else \
+            rec["rtl_backend_cycles"] / c
+        rtl.append((x[i], yh, sub))
+        vs.append(rec["rtl_backend_cycles"] / rec["model_backend_cycles"])
+        f = jobs.get(("full", kind, i))
+        if sub and _ok(f) and len(q) < n3:
+            q.append((f.result["rtl_backend_cycles"] / c) / yh)
+    if not rtl:
+        return {}
+    est = estimate_kind(list(x.values()), rtl, q)
+    est.update(interval(est["mean"], est.get("terms")))
+    return {"ratio": est, "ratio_vs_model_backend": t_interval(vs), "n": len(rtl)}
 
 
 def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str = "rtl",
-              workers: int = 2, scheduler: str | None = None, say=print) -> dict:
-    """Draw ``n`` of ``log``'s invocations, replay them on ``backend`` and estimate (see the
-    module docstring and ``sw/sampling/stats.py``); the ``rtl_samples`` JSON block."""
+              workers: int = 2, scheduler: str | None = None, say=print,
+              design: Design | None = None) -> dict:
+    """Draw ``n`` of ``log``'s invocations for the RTL, replay them on ``backend`` and estimate
+    (see the module docstring, ``sw/sampling/stats.py`` and ``sw/sampling/estimate.py``);
+    ``design`` how (default: whole replays, proportional allocation); the ``rtl_samples`` JSON
+    block."""
     check_samples_request(n, seed, workers)
+    design = design or Design()
     t0 = time.perf_counter()
-    draws = draw(log, n, seed)
+    totals = {k: log.total_cycles(k) for k in log.kinds()}
+    kinds = [k for k in log.kinds() if totals[k] > 0]
+    final = allocate(totals, n)
+    if design.allocation == "neyman":
+        first = allocate(totals, min(n, 2 * len(kinds)))
+        upper = {k: n - sum(first.values()) + first[k] for k in kinds}
+    else:
+        first = upper = final
+    lengths = {k: max(design.model_draws, upper.get(k, 0)) for k in kinds}
+    draws = draw(log, sum(lengths.values()), seed, alloc=lengths)
+    lists: dict[str, list[Draw]] = {k: [] for k in kinds}
+    for d in draws:
+        lists[d.kind].append(d)
+    mb = core.max_batch
+    plans = {k: [plan(d.shape, d.model_cycles, d.seed, mb, design.sub_cycles, design.warmup)
+                 for d in lists[k]] for k in kinds}
     say(f"[rtl-samples] {n} of {log.invocations():,} NDP kernel invocations, stratified by kind "
-        f"(seed {seed}); replaying on the {backend} backend, core {core.n_units} units "
-        f"(building or finding its harness first) ...")
+        f"(seed {seed}, {design.allocation} allocation"
+        f"{'' if design.sub_cycles is None else f', sub-sampled above {design.sub_cycles:,.0f} cycles'}"
+        f"{f', {design.model_draws} model draws per kind' if design.model_draws else ''}); replaying "
+        f"on the {backend} backend, core {core.n_units} units (building or finding its harness first) ...")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Dimm(backend, core).close()                   # the build, once, before the workers start
-    results = _run(draws, core, backend, workers, scheduler, say)
-    samples, kinds = [], {}
-    for d, r in zip(draws, results):
-        s = {"kind": d.kind, "params": d.params, "seed": d.seed, "model_cycles": d.model_cycles,
-             **r}
-        if "error" not in r:
-            s["ratio"] = r["rtl_backend_cycles"] / d.model_cycles
-            s["ratio_vs_model_backend"] = r["rtl_backend_cycles"] / r["model_backend_cycles"]
+    jobs: dict[tuple, _Job] = {}
+
+    def add(role, k, upto, frm=0):
+        out = []
+        for i in range(frm, upto):
+            key = (role, k, i)
+            if key not in jobs:
+                jobs[key] = _Job(role, k, i, lists[k][i], plans[k][i])
+                out.append(jobs[key])
+        return out
+
+    def fulls(k, upto):
+        subs = [i for i in range(upto) if not plans[k][i].whole][:design.full]
+        out = []
+        for i in subs:
+            out += add("full", k, i + 1, i)
+        return out
+
+    with _Runner(core, backend, workers, scheduler, say) as runner:
+        batch = []
+        for k in kinds:
+            batch += add("model", k, max(design.model_draws, first[k]))
+            batch += add("rtl", k, first[k])
+            batch += fulls(k, first[k])
+        runner.run(batch)
+        pilot = None
+        if design.allocation == "neyman" and n > sum(first.values()):
+            sd, cost = {}, {}
+            for k in kinds:
+                rtl = [jobs[("rtl", k, i)] for i in range(first[k])]
+                ok = [j for j in rtl if _ok(j)]
+                est = _estimate(k, jobs, max(design.model_draws, first[k]), first[k], design.full)
+                terms = est.get("ratio", {}).get("terms") if est else None
+                # one draw's standard deviation: the variance of the mean times n2
+                sd[k] = math.sqrt(sum(v for v, _ in terms) * first[k]) if terms else 0.0
+                cost[k] = (sum(j.result["rtl_seconds"] for j in ok) / len(ok)) if ok else 1.0
+            final = allocate(totals, n, neyman_weights({k: totals[k] for k in kinds}, sd, cost))
+            pilot = {"stdev_per_draw": sd, "rtl_seconds_per_draw": cost, "allocation": final}
+            say(f"[rtl-samples] Neyman allocation from the pilot: "
+                f"{', '.join(f'{k} {final[k]}' for k in kinds)}")
+            batch = []
+            for k in kinds:
+                batch += add("model", k, max(design.model_draws, final[k]))
+                batch += add("rtl", k, final[k])
+                batch += fulls(k, final[k])
+            runner.run(batch)
+    samples, model_rows, kinds_out, ratios = [], [], {}, {}
+    for j in jobs.values():
+        d = j.draw
+        if j.role == "model":
+            model_rows.append({"kind": d.kind, "index": j.i, "seed": d.seed, "params": d.params,
+                               "model_cycles": d.model_cycles, **(j.result or {"error": "not run"})})
+            continue
+        s = {"role": j.role, "kind": d.kind, "index": j.i, "params": d.params, "seed": d.seed,
+             "model_cycles": d.model_cycles, **(j.result or {"error": "not run"})}
+        if j.role == "rtl" and j.plan is not None:
+            s["plan"] = j.plan.as_dict()
+        if _ok(j):
+            s["ratio_vs_model_backend"] = j.result["rtl_backend_cycles"] / j.result["model_backend_cycles"]
+            if j.role == "full" or j.plan is None or j.plan.whole:
+                s["ratio"] = j.result["rtl_backend_cycles"] / d.model_cycles
         samples.append(s)
-    ok = [s for s in samples if "ratio" in s]
-    totals = {k: log.total_cycles(k) for k in log.kinds()}
-    ratios = {}
     for k in log.kinds():
-        mine = [s for s in ok if s["kind"] == k]
         entry = {"invocations": log.invocations(k), "shapes": len(log.entries(k)),
-                 "model_cycles": totals[k], "n": len(mine)}
-        if mine:
-            ratios[k] = t_interval(s["ratio"] for s in mine)
-            entry["ratio"] = ratios[k]
-            entry["ratio_vs_model_backend"] = t_interval(s["ratio_vs_model_backend"] for s in mine)
-            entry["replay_seconds_mean"] = sum(s["rtl_seconds"] for s in mine) / len(mine)
-        kinds[k] = entry
+                 "model_cycles": totals[k], "n": 0}
+        if k in kinds:
+            n1 = max(design.model_draws, final[k])
+            est = _estimate(k, jobs, n1, final[k], design.full)
+            entry.update(est)
+            entry["n_model"] = n1
+            rt = [jobs[("rtl", k, i)] for i in range(final[k]) if _ok(jobs.get(("rtl", k, i)))]
+            if rt:
+                entry["replay_seconds_mean"] = sum(j.result["rtl_seconds"] for j in rt) / len(rt)
+            if est and est["ratio"]["mean"] is not None:
+                ratios[k] = est["ratio"]
+        kinds_out[k] = entry
     ndp = reestimate(totals, ratios)
     for key in ("model", "rtl", "low", "high", "half_width"):
         src = {"model": "model_cycles", "rtl": "rtl_cycles"}.get(key, key)
         ndp[f"{key}_seconds"] = None if ndp[src] is None else ndp[src] / NDP_CLOCK_HZ
-    errors = [s for s in samples if "error" in s]
+    errors = [s for s in samples + model_rows if "error" in s]
+    ok = [s for s in samples if "error" not in s]
     return {"method": METHOD, "confidence": CONFIDENCE, "backend": backend,
-            "core": core.as_dict(), "seed": seed, "n": n, "replayed": len(ok),
+            "core": core.as_dict(), "seed": seed, "n": n, "design": design.as_dict(),
+            "replayed": sum(s["role"] == "rtl" for s in ok), "full_replays": sum(s["role"] == "full" for s in ok),
             "errors": len(errors),
             "bit_exact": bool(ok) and not errors and all(s["bit_exact"] for s in ok),
-            "kinds": kinds, "ndp_time": ndp, "wall_seconds": time.perf_counter() - t0,
-            "samples": samples,
+            "rtl_cycles_replayed": sum(s["rtl_backend_cycles"] for s in ok),
+            "pilot": pilot, "kinds": kinds_out, "ndp_time": ndp,
+            "wall_seconds": time.perf_counter() - t0, "samples": samples, "model_draws": model_rows,
             "note": "model_cycles are what the scenario charged (its cost lines); ratio = RTL "
-                    "cycles / charged cycles; ratio_vs_model_backend compares with the model "
-                    "backend's own cycles for the same replay (the cost lines' fit error "
-                    "excluded). Replays are shape-faithful: the scenario's shapes and descriptor "
-                    "stream on synthetic data from each sample's seed."}
+                    "cycles / charged cycles, per kind the two-phase estimate of "
+                    "sw/sampling/estimate.py (with whole replays and no extra model draws: the "
+                    "mean ratio); ratio_vs_model_backend compares with the model backend's own "
+                    "cycles for the same replay (the cost lines' fit error excluded). Replays are "
+                    "shape-faithful: the scenario's shapes and descriptor stream on synthetic data "
+                    "from each sample's seed."}
 
 
 def _ci(iv: dict, fmt: str = "{:.4f}") -> str:

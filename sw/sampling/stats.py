@@ -31,7 +31,7 @@ import numpy as np
 from ndpdimm.sw.kernels.base import OfShape, Shape
 from ndpdimm.sw.sampling.record import KernelLog
 
-__all__ = ["Draw", "check_samples_request", "allocate", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
+__all__ = ["Draw", "Design", "ALLOCATIONS", "check_samples_request", "allocate", "neyman_weights", "terms_of", "interval", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
 
 CONFIDENCE = 0.95
 
@@ -51,6 +51,44 @@ class Draw(OfShape):
     seed: int
 
 
+ALLOCATIONS = ("proportional", "neyman")
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """How a run's RTL samples are taken (``--rtl-*`` options; the defaults replay every draw
+    whole, allocated in proportion to charged cycles, as before sub-sampling existed).
+
+    ``sub_cycles``: sub-sample invocations charged more than about this many cycles
+    (``sw/sampling/subsample.py``; None: whole replays); ``warmup``: warm-up groups before a
+    sub-sample; ``full``: per kind, that many sub-sampled draws also replayed whole (the
+    correction, ``sw/sampling/estimate.py``); ``model_draws``: per kind, that many draws on the
+    timing-only model backend (the first phase; at least the RTL draws); ``allocation``:
+    ``"proportional"`` or ``"neyman"`` (a pilot of the floor's draws, then the rest by
+    :func:`neyman_weights`)."""
+    sub_cycles: float | None = None
+    warmup: int = 1
+    full: int = 0
+    model_draws: int = 0
+    allocation: str = "proportional"
+
+    def __post_init__(self):
+        from ndpdimm.sw.sampling.subsample import check_sub_request
+        check_sub_request(self.sub_cycles, self.warmup)
+        for name in ("full", "model_draws"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}, got {self.allocation!r}")
+        if self.sub_cycles is not None and self.full == 1:
+            raise ValueError("full must be 0 or >= 2 with sub-sampling: the correction's interval "
+                             "needs two full replays per kind")
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 def _t(df: float) -> float:
     from scipy.stats import t
     return float(t.ppf(0.5 + CONFIDENCE / 2, df))
@@ -64,35 +102,64 @@ def check_samples_request(n: int, seed: int, workers: int) -> None:
                              f"got {v!r}")
 
 
-def allocate(totals: dict, n: int) -> dict:
-    """Samples per kind for ``n`` samples over kinds charged ``totals[kind]`` cycles."""
+def allocate(totals: dict, n: int, weights: dict | None = None) -> dict:
+    """Samples per kind for ``n`` samples over kinds charged ``totals[kind]`` cycles: the floor
+    (two each, see the module docstring), the rest in proportion to ``weights[kind]`` (default
+    ``totals``: proportional allocation; :func:`neyman_weights` for Neyman's)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"the number of RTL samples must be an int >= 1, got {n!r}")
     kinds = sorted((k for k, c in totals.items() if c > 0), key=lambda k: (-totals[k], k))
     if not kinds:
         raise ValueError("the scenario costed no NDP kernel: nothing to sample")
+    weights = totals if weights is None else weights
+    if any(k not in weights or not weights[k] >= 0 or not math.isfinite(weights[k]) for k in kinds):
+        raise ValueError(f"allocation weights must be finite and >= 0 for every kind {kinds}, "
+                         f"got {weights!r}")
     floor = 2 if n >= 2 * len(kinds) else 1
     alloc = {k: (floor if i < n else 0) for i, k in enumerate(kinds)}
     rest = n - sum(alloc.values())
-    if rest > 0:
-        total = sum(totals[k] for k in kinds)
-        ideal = {k: rest * totals[k] / total for k in kinds}
+    total = sum(weights[k] for k in kinds)
+    if rest > 0 and total > 0:
+        ideal = {k: rest * weights[k] / total for k in kinds}
         for k in kinds:
             alloc[k] += int(ideal[k])
         left = n - sum(alloc.values())
         for k in sorted(kinds, key=lambda k: (-(ideal[k] - int(ideal[k])), kinds.index(k)))[:left]:
             alloc[k] += 1
+    elif rest > 0:                                  # no kind varies: the rest by charged cycles
+        return allocate(totals, n)
     return alloc
 
 
-def draw(log: KernelLog, n: int, seed: int) -> list[Draw]:
-    """``n`` invocations of ``log``, stratified by kind (see the module docstring)."""
+def neyman_weights(totals: dict, stdev: dict, cost: dict) -> dict:
+    """Neyman's allocation with costs: kind ``k`` gets draws in proportion to
+    ``C_k S_k / sqrt(c_k)``, with ``C_k`` its charged cycles, ``S_k`` the standard deviation of
+    one draw's ratio (from a pilot) and ``c_k`` the cost of one draw (RTL seconds or cycles).
+    That minimises the variance of ``sum_k C_k r_k`` for a fixed total cost ``sum_k n_k c_k``
+    (Cochran, *Sampling Techniques*, 5.5). A kind with no pilot spread gets weight 0 (only its
+    floor)."""
+    out = {}
+    for k, c in totals.items():
+        s, w = stdev.get(k), cost.get(k)
+        if s is None or w is None or not w > 0:
+            raise ValueError(f"Neyman allocation needs a pilot spread and a cost > 0 for kind {k!r}, "
+                             f"got stdev {s!r}, cost {w!r}")
+        out[k] = c * s / math.sqrt(w)
+    return out
+
+
+def draw(log: KernelLog, n: int, seed: int, alloc: dict | None = None) -> list[Draw]:
+    """``n`` invocations of ``log``, stratified by kind (see the module docstring); ``alloc``:
+    draws per kind instead of :func:`allocate`'s proportional ones."""
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"the sample seed must be an int, got {seed!r}")
-    alloc = allocate({k: log.total_cycles(k) for k in log.kinds()}, n)
+    if alloc is None:
+        alloc = allocate({k: log.total_cycles(k) for k in log.kinds()}, n)
     rng = np.random.default_rng(seed)
     out = []
     for kind in sorted(alloc):
+        if not alloc[kind]:
+            continue
         entries = log.entries(kind)
         w = np.array([e.cycles for e in entries], float)
         picks = rng.choice(len(entries), size=alloc[kind], replace=True, p=w / w.sum())
@@ -117,27 +184,57 @@ def t_interval(values) -> dict:
             "low": mean - half, "high": mean + half}
 
 
+def interval(mean: float | None, terms: list | None) -> dict:
+    """``half_width``, ``low``, ``high`` of an estimate ``mean`` with variance terms ``[(var, df)]``
+    (Welch-Satterthwaite degrees of freedom; ``None`` without terms or with a term of df < 1)."""
+    if mean is None or not terms or any(df < 1 for v, df in terms if v > 0):
+        return {"half_width": None, "low": None, "high": None}
+    var = sum(v for v, _ in terms)
+    if var == 0:
+        half = 0.0
+    else:
+        half = _t(var ** 2 / sum(v ** 2 / df for v, df in terms if v > 0)) * math.sqrt(var)
+    return {"half_width": half, "low": mean - half, "high": mean + half}
+
+
+def terms_of(iv: dict) -> list | None:
+    """The variance terms ``[(variance of the mean, degrees of freedom), ...]`` of a ratio
+    estimate: its own ``terms`` (a two-phase estimate, ``sw/sampling/estimate.py``) or, for a
+    :func:`t_interval`, ``[(s^2 / n, n - 1)]``; ``None`` where it has no interval."""
+    if "terms" in iv:
+        return iv["terms"]
+    if iv.get("stdev") is None:
+        return None
+    return [(iv["stdev"] ** 2 / iv["n"], iv["n"] - 1)]
+
+
 def reestimate(totals: dict, ratios: dict) -> dict:
     """The NDP time re-estimated with the ratios: ``totals[kind]`` charged cycles, ``ratios[kind]``
-    a :func:`t_interval` result (or missing for a kind not sampled)."""
+    a :func:`t_interval` result or a two-phase estimate (or missing for a kind not sampled).
+    The variance is the sum of every kind's terms times ``C_k^2``; the t quantile uses the
+    Welch-Satterthwaite degrees of freedom of all the terms."""
     model = float(sum(totals.values()))
-    if any(k not in ratios for k in totals if totals[k] > 0):
-        missing = sorted(k for k in totals if totals[k] > 0 and k not in ratios)
+    def missing_kind(k):
+        return totals[k] > 0 and (k not in ratios or ratios[k].get("mean") is None)
+    if any(missing_kind(k) for k in totals):
+        missing = sorted(k for k in totals if missing_kind(k))
         return {"model_cycles": model, "rtl_cycles": None, "low": None, "high": None,
                 "half_width": None, "relative_half_width": None, "ratio": None,
                 "note": f"kinds not sampled: {', '.join(missing)}"}
     est = sum(totals[k] * ratios[k]["mean"] for k in ratios if k in totals)
     out = {"model_cycles": model, "rtl_cycles": est, "ratio": est / model if model else None}
-    terms = [(totals[k] ** 2 * ratios[k]["stdev"] ** 2 / ratios[k]["n"], ratios[k]["n"])
-             for k in ratios if k in totals and ratios[k]["stdev"] is not None]
-    if any(ratios[k]["stdev"] is None for k in ratios if k in totals):
+    kind_terms = {k: terms_of(ratios[k]) for k in ratios if k in totals}
+    if any(t is None for t in kind_terms.values()):
         half = None
     else:
+        terms = [(totals[k] ** 2 * v, df) for k, ts in kind_terms.items() for v, df in ts]
         var = sum(v for v, _ in terms)
         if var == 0:
             half = 0.0
+        elif any(df < 1 for v, df in terms if v > 0):
+            half = None
         else:
-            df = var ** 2 / sum(v ** 2 / (n - 1) for v, n in terms if v > 0)
+            df = var ** 2 / sum(v ** 2 / df for v, df in terms if v > 0)
             half = _t(df) * math.sqrt(var)
     out.update({"half_width": half, "low": None if half is None else est - half,
                 "high": None if half is None else est + half,

@@ -73,8 +73,8 @@ def test_a_flipped_bit_on_the_rtl_side_is_not_bit_exact(monkeypatch):
     """The comparison can fail: one bit of the RTL's first result flipped is seen."""
     real = replay_module.replay
 
-    def flip_on_the_rtl(dimm, shape_, seed):
-        cycles, results = real(dimm, shape_, seed)
+    def flip_on_the_rtl(dimm, shape_, seed, *part):
+        cycles, results = real(dimm, shape_, seed, *part)
         if dimm.name == "rtl":
             first = results[0].clone()
             bits = first.view({2: torch.int16, 4: torch.int32}[first.element_size()])
