@@ -8,7 +8,9 @@ where the shared GPU tables are found: it says so and goes on without them). The
 ``gemv_engine`` (``bench/gemv.py``), ``dram_gemv`` (``bench/dram_gemv.py``), ``dram_trace``
 (``bench/dram_trace.py``), ``cosim`` and ``fuzz`` (``bench/speed.py``), ``dimm_link``
 (``bench/link.py``), ``gpu_model`` (``bench/gpu_model.py``), ``hermes``, ``trimoe``, ``rapid``
-(``sw/scenarios/<name>/bench.py``) and ``sweep`` (``sw/sweep/bench.py``).
+(``sw/scenarios/<name>/bench.py``), ``sweep`` (``sw/sweep/bench.py``) and ``sampling``
+(``sw/scenarios/sampling_bench.py``: sampled RTL co-simulation, its goal runs, coverage and
+warm-up bias).
 """
 
 import argparse
@@ -77,6 +79,17 @@ def _rapid(args, out):
     run_rapid_bench(out=out)
 
 
+def _sampling(args, out):
+    from ndpdimm.sw.scenarios.sampling_bench import CASES, SECTIONS, run_sampling_bench
+    sections = tuple(args.section.split(",")) if args.section else SECTIONS
+    cases = tuple(args.case.split(",")) if args.case else tuple(CASES)
+    for what, names, known in (("section", sections, SECTIONS), ("case", cases, tuple(CASES))):
+        bad = [x for x in names if x not in known]
+        if bad:
+            raise ValueError(f"unknown sampling {what} {', '.join(bad)} (known: {', '.join(known)})")
+    run_sampling_bench(out=out, sections=sections, cases=cases)
+
+
 def _gpu_model(args, out):
     from ndpdimm.bench.gpu_model import profiles_folder, run_gpu_model_bench
     if args.suite == "all":                    # the other suites need no outside data
@@ -96,10 +109,11 @@ def _sweep(args, out):
 #: suite name (= the name of its JSON file) -> runner(args, out), in the order --suite lists them
 SUITES = {"gemv_engine": _gemv_engine, "dram_gemv": _dram_gemv, "dram_trace": _dram_trace,
           "cosim": _cosim, "fuzz": _fuzz, "dimm_link": _dimm_link, "hermes": _hermes,
-          "trimoe": _trimoe, "rapid": _rapid, "sweep": _sweep, "gpu_model": _gpu_model}
+          "trimoe": _trimoe, "rapid": _rapid, "sweep": _sweep, "gpu_model": _gpu_model,
+          "sampling": _sampling}
 #: the order ``--suite all`` runs them: the long RTL streaming suites last
 ALL = ("gemv_engine", "cosim", "fuzz", "dimm_link", "gpu_model", "hermes", "trimoe", "rapid",
-       "sweep", "dram_gemv", "dram_trace")
+       "sweep", "dram_gemv", "dram_trace", "sampling")
 #: the suites whose results go into another suite's file (``fuzz``: a section of the cosim suite's)
 RESULTS = {"fuzz": "cosim"}
 
@@ -125,7 +139,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "table per workload and pattern (sw/scenarios/rapid/bench.py); sweep: Dask "
                              "sweep scaling from 1 to 2 workers and per-task overhead (sw/sweep/bench.py); "
                              "gpu_model: the fitted GPU model and the roofline against measured "
-                             "operator tables, fitted and held out (bench/gpu_model.py)")
+                             "operator tables, fitted and held out (bench/gpu_model.py); sampling: "
+                             "sampled RTL co-simulation's goal runs, sub-sample coverage and "
+                             "warm-up bias on the 256-unit RTL (sw/scenarios/sampling_bench.py)")
+    parser.add_argument("--section", default=None,
+                        help="sampling: comma-separated sections to (re)run: runs, coverage, "
+                             "warmup (default all; the file keeps the others)")
+    parser.add_argument("--case", default=None,
+                        help="sampling: comma-separated goal runs of the runs section: hermes_b1, "
+                             "hermes_b16, trimoe_768 (default all; the others are kept)")
     parser.add_argument("--build-options", action="store_true",
                         help="cosim: also compare C++/Verilator build options on the reduced configuration")
     parser.add_argument("--model-only", action="store_true",

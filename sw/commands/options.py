@@ -131,12 +131,32 @@ def add_rtl_samples(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtl-seed", type=int, default=0, help="seed of the sample (default 0)")
     parser.add_argument("--rtl-workers", type=non_negative_int, default=2,
                         help="Dask worker processes for the replays (default 2; 0: in this process)")
+    parser.add_argument("--rtl-sub-cycles", type=positive_float, default=None, metavar="C",
+                        help="replay a random subset of an invocation's groups (neurons, rows, "
+                             "passes) worth about C charged cycles, after a warm-up group, and "
+                             "scale it by the model (default: whole invocations; docs/cosim.md)")
+    parser.add_argument("--rtl-warmup", type=non_negative_int, default=1, metavar="W",
+                        help="warm-up groups before a sub-sample (default 1)")
+    parser.add_argument("--rtl-full", type=non_negative_int, default=None, metavar="N",
+                        help="per kind, N sub-sampled draws also replayed whole: the sub-sample's "
+                             "correction and its variance (default 3 with --rtl-sub-cycles)")
+    parser.add_argument("--rtl-model-draws", type=non_negative_int, default=0, metavar="N",
+                        help="per kind, N draws on the timing-only model backend (about a second "
+                             "each) carrying the cost lines' spread (default 0: the RTL draws only)")
+    parser.add_argument("--rtl-allocation", choices=("proportional", "neyman"), default="proportional",
+                        help="share the RTL draws among kinds by charged cycles (default) or by "
+                             "Neyman's rule from a pilot of two draws per kind")
 
 
 def rtl_sample_kwargs(args: argparse.Namespace) -> dict:
-    """The ``rtl_samples``, ``rtl_seed`` and ``rtl_workers`` of :func:`add_rtl_samples`' options."""
+    """The ``rtl_samples``, ``rtl_seed``, ``rtl_workers`` and ``rtl_design`` of
+    :func:`add_rtl_samples`' options (a bad combination: ``ValueError``)."""
+    from ndpdimm.sw.sampling.stats import Design
+    full = args.rtl_full if args.rtl_full is not None else (3 if args.rtl_sub_cycles else 0)
+    design = Design(sub_cycles=args.rtl_sub_cycles, warmup=args.rtl_warmup, full=full,
+                    model_draws=args.rtl_model_draws, allocation=args.rtl_allocation)
     return {"rtl_samples": args.rtl_samples, "rtl_seed": args.rtl_seed,
-            "rtl_workers": args.rtl_workers}
+            "rtl_workers": args.rtl_workers, "rtl_design": design}
 
 
 def build_time(units: int) -> str:

@@ -49,7 +49,7 @@ from ndpdimm.sw.sampling.stats import (
 )
 from ndpdimm.sw.sampling.subsample import Plan, plan
 
-__all__ = ["replay_one", "model_one", "rtl_check", "format_rtl_check", "same_bits"]
+__all__ = ["replay_one", "model_one", "Job", "Runner", "rtl_check", "format_rtl_check", "same_bits"]
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -63,12 +63,14 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def replay_one(shape: Shape, seed: int, core: CoreConfig, backend: str = "rtl",
-               descriptors: bool = False, plan: Plan | None = None) -> dict:
+               descriptors: bool = False, plan: Plan | None = None, before=()) -> dict:
     """One invocation on the model backend (golden results) and on ``backend`` (see the module
     docstring): cycles, bit-exactness and wall seconds. ``descriptors``: also every waited-for
     descriptor's cycles per side (``<role>_descriptor_cycles``) and their ``labels``
     (``RuntimeError`` if the two sides ran different streams). ``plan``: only its groups, after
-    its warm-up (``sw/sampling/subsample.py``; None: the whole invocation)."""
+    its warm-up (``sw/sampling/subsample.py``; None: the whole invocation). ``before``:
+    ``(shape, seed, plan)`` invocations replayed first on the same DIMM, untimed (a stream of
+    the scenario's preceding kernels: the replay starts in a running state, not from reset)."""
     groups, warm = (None, ()) if plan is None else (plan.groups, plan.warmup)
     out, results, labels = {}, {}, {}
     for role, name, kw in (("model", "model", {"functional": True}), ("rtl", backend, {})):
@@ -76,6 +78,10 @@ def replay_one(shape: Shape, seed: int, core: CoreConfig, backend: str = "rtl",
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the model's UncalibratedWarning: said once
             with Dimm(name, core, timeline=descriptors, **kw) as dimm:
+                for s0, seed0, p0 in before:
+                    replay(dimm, s0, seed0, *(() if p0 is None else (p0.groups, p0.warmup)))
+                    if descriptors:
+                        dimm.timeline_records.clear()
                 out[f"{role}_backend_cycles"], results[role] = replay(dimm, shape, seed, groups, warm)
                 if descriptors:
                     out[f"{role}_descriptor_cycles"] = [c.cycles for _, c in dimm.timeline_records]
@@ -103,25 +109,30 @@ def model_one(shape: Shape, seed: int, core: CoreConfig) -> dict:
     return {"model_backend_cycles": cycles, "model_seconds": time.perf_counter() - t0}
 
 
-def _task(role: str, shape: Shape, seed: int, core: CoreConfig, backend: str, plan: Plan | None) -> dict:
+def _task(role: str, shape: Shape, seed: int, core: CoreConfig, backend: str, plan: Plan | None,
+          before=()) -> dict:
     """One job of a sampled run: ``"model"`` (:func:`model_one`), ``"rtl"`` (the plan's groups)
-    or ``"full"`` (the whole invocation) (:func:`replay_one`)."""
+    or ``"full"`` (the whole invocation) (:func:`replay_one`, after ``before``)."""
     if role == "model":
         return model_one(shape, seed, core)
-    return replay_one(shape, seed, core, backend, plan=None if role == "full" else plan)
+    return replay_one(shape, seed, core, backend, plan=None if role == "full" else plan, before=before)
 
 
 @dataclasses.dataclass
-class _Job:
+class Job:
+    """One replay of a draw: ``role`` "model", "rtl" (``plan``'s groups) or "full"; ``i`` the
+    draw's place in its kind's list; ``before``: untimed invocations first (``replay_one``)."""
     role: str
     kind: str
-    i: int                      # the draw's place in its kind's list
+    i: int
     draw: Draw
     plan: Plan | None
     result: dict | None = None
+    before: tuple = ()
 
     @property
     def expected_cycles(self) -> float:
+        """About how many RTL cycles it runs (the longest are submitted first)."""
         if self.role == "model":
             return 0.0
         if self.role == "rtl" and self.plan is not None and not self.plan.whole:
@@ -129,8 +140,9 @@ class _Job:
         return self.draw.model_cycles
 
 
-class _Runner:
-    """Runs jobs in this process (``workers=0``) or on the Dask cluster it holds open."""
+class Runner:
+    """Runs :class:`Job` lists in this process (``workers=0``) or on the Dask cluster it holds
+    open (``with Runner(...) as r: r.run(jobs)``), a progress line per replay."""
 
     def __init__(self, core, backend, workers, scheduler, log):
         self.core, self.backend, self.workers, self.scheduler, self.log = core, backend, workers, scheduler, log
@@ -150,7 +162,7 @@ class _Runner:
         if self._cm is not None:
             self._cm.__exit__(*exc)
 
-    def run(self, jobs: list[_Job]) -> None:
+    def run(self, jobs: list[Job]) -> None:
         if not jobs:
             return
         count = {"model": 0}
@@ -180,7 +192,8 @@ class _Runner:
             self.log(f"[rtl-samples] {done_rtl[0]}/{n_rtl} {j.role} {j.kind} "
                      f"({j.draw.shape.describe()}): {what}  {elapsed}")
 
-        args = [(j.role, j.draw.shape, j.draw.seed, self.core, self.backend, j.plan) for j in jobs]
+        args = [(j.role, j.draw.shape, j.draw.seed, self.core, self.backend, j.plan, j.before)
+                for j in jobs]
         if not self.workers:
             for i, a in enumerate(args):
                 try:
@@ -195,7 +208,7 @@ class _Runner:
         run_tasks(self.client, _task, args, order=order, on_done=done)
 
 
-def _ok(j: _Job | None) -> bool:
+def _ok(j: Job | None) -> bool:
     return j is not None and j.result is not None and "error" not in j.result
 
 
@@ -261,14 +274,14 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Dimm(backend, core).close()                   # the build, once, before the workers start
-    jobs: dict[tuple, _Job] = {}
+    jobs: dict[tuple, Job] = {}
 
     def add(role, k, upto, frm=0):
         out = []
         for i in range(frm, upto):
             key = (role, k, i)
             if key not in jobs:
-                jobs[key] = _Job(role, k, i, lists[k][i], plans[k][i])
+                jobs[key] = Job(role, k, i, lists[k][i], plans[k][i])
                 out.append(jobs[key])
         return out
 
@@ -279,7 +292,7 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
             out += add("full", k, i + 1, i)
         return out
 
-    with _Runner(core, backend, workers, scheduler, say) as runner:
+    with Runner(core, backend, workers, scheduler, say) as runner:
         batch = []
         for k in kinds:
             batch += add("model", k, max(design.model_draws, first[k]))

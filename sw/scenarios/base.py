@@ -97,13 +97,15 @@ class RunContext:
     ``kernels``: the log the run's NDP kernel invocations go into (a fresh one if None);
     ``rtl_samples`` / ``rtl_seed`` / ``rtl_workers``: replay that many of them on the RTL of
     the same core (``sw/sampling/``) with that seed on that many Dask workers (0: in this
-    process)."""
+    process); ``rtl_design``: how (a :class:`~ndpdimm.sw.sampling.stats.Design`; None: whole
+    replays, proportional allocation)."""
     log: Callable[..., Any] = print
     timeline: Any = None
     kernels: KernelLog | None = None
     rtl_samples: int = 0
     rtl_seed: int = 0
     rtl_workers: int = 2
+    rtl_design: Any = None
 
     def __post_init__(self):
         from ndpdimm.sw.sampling.record import KernelLog
@@ -121,7 +123,7 @@ class RunContext:
             return None
         from ndpdimm.sw.sampling.replay import rtl_check
         return rtl_check(self.kernels, self.rtl_samples, self.rtl_seed, core,
-                         workers=self.rtl_workers, say=self.log)
+                         workers=self.rtl_workers, say=self.log, design=self.rtl_design)
 
 
 def quiet(*_: Any, **__: Any) -> None:

@@ -282,10 +282,11 @@ def format_sweep(sw: dict) -> str:
 
 def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_values=None,
                    trace_file=None, log=print, timeline_file=None, rtl_samples: int = 0,
-                   rtl_seed: int = 0, rtl_workers: int = 2) -> HermesResult | dict:
+                   rtl_seed: int = 0, rtl_workers: int = 2, rtl_design=None) -> HermesResult | dict:
     """The ``ndpdimm hermes`` command (see the module docstring); ``timeline_file``: also
     write the Hermes system's decode steps as a Chrome-trace/Perfetto JSON file;
-    ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
+    ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``, ``rtl_design``: a
+    :class:`~ndpdimm.sw.sampling.stats.Design`): sampled RTL co-simulation of the run
     (``sw/sampling/``)."""
     out = Path(out_dir)
     timeline = open_timeline(timeline_file)
@@ -306,7 +307,7 @@ def hermes_command(cfg: HermesConfig, out_dir="build/hermes", sweep=None, sweep_
         from ndpdimm.sw.scenarios.hermes.traces import load_trace
         trace = load_trace(trace_file)
     ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
-                     rtl_workers=rtl_workers)
+                     rtl_workers=rtl_workers, rtl_design=rtl_design)
     r = run(cfg, ctx, trace=trace)
     log(format_report(r))
     files = write_report(r, out)

@@ -242,11 +242,12 @@ def write_report(r: "RapidResult", out_dir, name="rapid") -> list:
 
 def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeline_file=None,
                   timeline_system=None, rtl_samples: int = 0, rtl_seed: int = 0,
-                  rtl_workers: int = 2) -> "RapidResult":
+                  rtl_workers: int = 2, rtl_design=None) -> "RapidResult":
     """Run, print, write (see the module docstring); returns the result. The model, node and
     trace (workload or trace file) are loaded first, so a bad one fails before any simulation.
     ``timeline_file``: also write one system's run (``timeline_system``) as a
-    Chrome-trace/Perfetto JSON file. ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``):
+    Chrome-trace/Perfetto JSON file. ``rtl_samples`` (with ``rtl_seed``, ``rtl_workers``, ``rtl_design``: a
+    :class:`~ndpdimm.sw.sampling.stats.Design`):
     sampled RTL co-simulation of the NDP tier's attention (``sw/sampling/``)."""
     from ndpdimm.cosim.timeline import open_timeline
     from ndpdimm.sw.scenarios.base import RunContext
@@ -264,7 +265,7 @@ def rapid_command(cfg, out_dir="build/rapid", log=print, save_trace=None, timeli
         raise ValueError("--timeline-system needs --timeline")
     timeline = open_timeline(timeline_file)
     ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
-                     rtl_workers=rtl_workers)
+                     rtl_workers=rtl_workers, rtl_design=rtl_design)
     r = run(cfg, ctx, timeline_system=timeline_system)
     log(format_report(r))
     if r.rtl_samples is not None:

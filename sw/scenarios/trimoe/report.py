@@ -162,10 +162,11 @@ def write_report(r: TriMoeResult, out_dir, name="trimoe") -> list:
 
 
 def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timeline_file=None,
-                   rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2) -> TriMoeResult:
+                   rtl_samples: int = 0, rtl_seed: int = 0, rtl_workers: int = 2, rtl_design=None) -> TriMoeResult:
     """Run, print, write (see the module docstring); returns the result. ``timeline_file``:
     also write every system's schedule as a Chrome-trace/Perfetto JSON file. ``rtl_samples``
-    (with ``rtl_seed``, ``rtl_workers``): sampled RTL co-simulation of the run
+    (with ``rtl_seed``, ``rtl_workers``, ``rtl_design``: a
+    :class:`~ndpdimm.sw.sampling.stats.Design`): sampled RTL co-simulation of the run
     (``sw/sampling/``)."""
     timeline = open_timeline(timeline_file)
     done = {}
@@ -176,7 +177,7 @@ def trimoe_command(cfg: TriMoeConfig, out_dir="build/trimoe", log=print, timelin
             log(f"  {system}: step {step}/{steps}")
 
     ctx = RunContext(log=log, timeline=timeline, rtl_samples=rtl_samples, rtl_seed=rtl_seed,
-                     rtl_workers=rtl_workers)
+                     rtl_workers=rtl_workers, rtl_design=rtl_design)
     r = run(cfg, ctx, progress=progress)
     log(format_report(r))
     if r.rtl_samples is not None:

@@ -202,3 +202,58 @@ def test_the_json_block_is_written(tmp_path):
         ndp += cycles * e["ratio"]["mean"]
     assert back["ndp_time"]["model_cycles"] == 4000.0
     assert back["ndp_time"]["rtl_cycles"] == pytest.approx(ndp)
+
+
+# shapes of several groups each on the test core (4 tokens a pass)
+GROUPED = {"cold_mlp": {"k": 100, "pool": 128, "hidden": 128, "batch": 2, "dtype": "fp16", "gated": True},
+           "qkv_dense": {"rows": 200, "hidden": 128, "batch": 3},
+           "expert": {"hidden": 64, "ffn": 32, "tokens": 9, "dtype": "float16"}}
+
+
+@pytest.mark.parametrize("kind", sorted(GROUPED))
+def test_a_subset_of_groups_is_bit_exact_on_the_rtl_and_every_group_is_the_whole(kind):
+    """A sub-sampled replay (first and last group after a warm-up group) is bit-exact on the RTL
+    and shorter than the whole; listing every group issues the same stream as the whole (equal
+    cycles and bits on the model)."""
+    from ndpdimm.sw.driver.dimm import Dimm
+    from ndpdimm.sw.kernels import replay
+    from ndpdimm.sw.sampling.subsample import Plan
+    s = shape(kind, GROUPED[kind])
+    g = s.groups(CORE.max_batch)
+    assert g >= 3
+    part = replay_one(s, 3, CORE, backend="rtl", plan=Plan(g, (0, g - 1), (1,)))
+    whole = replay_one(s, 3, CORE, backend="rtl")
+    assert part["bit_exact"] and whole["bit_exact"]
+    assert part["rtl_backend_cycles"] < whole["rtl_backend_cycles"]
+    with Dimm("model", CORE, functional=True) as d:
+        a = replay(d, s, 3, tuple(range(g)))
+    with Dimm("model", CORE, functional=True) as d:
+        b = replay(d, s, 3)
+    assert a[0] == b[0] == whole["model_backend_cycles"]
+    assert all(same_bits(x, y) for x, y in zip(a[1], b[1]))
+
+
+def test_a_sub_sampled_run_on_the_rtl_covers_the_whole_replays():
+    """Row gathers of 160-288 neurons on the test core, charged the model's cycles off by -10 to
+    +10 % (a cost line's spread): the two-phase estimate from sub-sampled RTL draws (about a
+    third of each invocation after a warm-up group, three whole replays for the correction,
+    24 model draws) has an interval that holds the estimate from 8 whole replays, seed 4."""
+    from ndpdimm.sw.sampling.replay import model_one
+    from ndpdimm.sw.sampling.stats import Design
+    log = KernelLog()
+    for i, k in enumerate((160, 192, 224, 256, 288)):
+        s = shape("cold_mlp", {"k": k, "pool": 320, "hidden": 128, "batch": 1, "dtype": "fp16",
+                               "gated": True})
+        log.add(s, model_one(s, 0, CORE)["model_backend_cycles"] * (0.9 + 0.05 * i), count=2)
+    target = 0.3 * min(e.cycles_each for e in log.entries())
+    sub = rtl_check(log, 6, seed=4, core=CORE, backend="rtl", workers=0, say=_quiet,
+                    design=Design(sub_cycles=target, full=3, model_draws=24))
+    whole = rtl_check(log, 8, seed=4, core=CORE, backend="rtl", workers=0, say=_quiet)
+    e = sub["kinds"]["cold_mlp"]["ratio"]
+    assert sub["bit_exact"] and whole["bit_exact"] and sub["full_replays"] == 3
+    assert e["n1"] == 24 and e["n2"] == 6 and e["sub_sampled"] == 6 and e["correction"]["n"] == 3
+    assert all(len(s["plan"]["groups"]) < s["plan"]["n_groups"] for s in sub["samples"]
+               if s["role"] == "rtl")
+    w = whole["kinds"]["cold_mlp"]["ratio"]["mean"]
+    assert e["low"] <= w <= e["high"], (e, w)
+    assert sub["ndp_time"]["low"] <= whole["ndp_time"]["rtl_cycles"] <= sub["ndp_time"]["high"]
