@@ -175,6 +175,38 @@ def test_bad_rtl_sample_options_exit_2(argv, capsys):
     assert e.value.code == 2 and "expected an int >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["hermes", "--rtl-sub-cycles", "0"], "expected a positive number"),
+    (["trimoe", "--rtl-allocation", "optimal"], "invalid choice"),
+    (["hermes", "--rtl-model-draws", "-3"], "expected an int >= 0"),
+])
+def test_bad_sample_design_options_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_one_full_replay_with_sub_sampling_is_refused_before_any_run(capsys):
+    """The correction's interval needs two whole replays per kind: ``--rtl-full 1`` is an error
+    (exit 2) before the scenario runs."""
+    assert main(["hermes", "--rtl-samples", "2", "--rtl-sub-cycles", "1000", "--rtl-full", "1"]) == 2
+    err = capsys.readouterr()
+    assert "two full replays" in err.err and "OPERATING POINT" not in err.out
+
+
+def test_a_replay_after_a_stream_starts_from_a_running_state():
+    """``before``: the preceding invocation runs first on the same DIMM, untimed; the replay's
+    results stay bit-exact and its cycles are its own (within a few per cent of a start from
+    reset, not the stream's added on)."""
+    q, d = shape("qkv_dense", GROUPED["qkv_dense"]), shape("cold_mlp", GROUPED["cold_mlp"])
+    cold = replay_one(q, 3, CORE, backend="rtl")
+    warm = replay_one(q, 3, CORE, backend="rtl", before=((d, 5, None),))
+    alone = replay_one(d, 5, CORE, backend="rtl")
+    assert warm["bit_exact"] and cold["bit_exact"]
+    assert abs(warm["rtl_backend_cycles"] / cold["rtl_backend_cycles"] - 1) < 0.1
+    assert warm["rtl_backend_cycles"] < cold["rtl_backend_cycles"] + alone["rtl_backend_cycles"] / 2
+
+
 def test_the_json_block_is_written(tmp_path):
     """The block as a scenario writes it: read back equal, no NaN or infinity (one sample per
     kind: its interval is null), the per-kind and NDP-time figures consistent."""
