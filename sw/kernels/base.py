@@ -7,8 +7,8 @@ invocation from the shape and a data seed (:meth:`Shape.run`). A shape's fields 
 when it is made: a bad one raises ``ValueError`` naming the field.
 
 An invocation's work is a sequence of :meth:`Shape.groups` like groups (the neuron groups of
-a gather, the row groups of a dense GEMV, the passes of an expert; an attention step is one
-group). :meth:`Shape.prepare` stores the invocation's operands on a DIMM and returns an
+a gather, the row groups of a dense GEMV, the FFN neuron groups of an expert; an attention step
+is one group). :meth:`Shape.prepare` stores the invocation's operands on a DIMM and returns an
 :class:`Invocation`, whose ``issue(groups)`` runs the kernel on all of them or on a subset: what
 a sub-sampled replay runs (``sw/sampling/subsample.py``). The operands are drawn from the seed
 in the same order whatever is issued, so a subset is a subset of the full invocation's work.

@@ -78,7 +78,7 @@ from ndpdimm.sw.kernels.base import Invocation, group_slices
 from ndpdimm.sw.kernels.base import Shape as _Base
 from ndpdimm.sw.layer.run import golden_elementwise
 
-__all__ = ["Shape", "ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
+__all__ = ["Shape", "GROUP_NEURONS", "ExpertWeights", "store_expert", "free_expert", "ndp_expert", "golden_expert",
            "torch_expert", "error_bound", "ExpertCost", "ndp_expert_cost", "EXPERT_DTYPES",
            "HOST_READ_BUFFER_BYTES"]
 
@@ -94,6 +94,8 @@ _CHUNK_ELEMS = 32          # FP16 and FP32 chunks of a multiple of 32 elements a
 
 # ---- the shape of one invocation ------------------------------------------------------------
 
+#: Neurons per group of a sub-sampled replay (``Shape.groups``)
+GROUP_NEURONS = 64
 #: A shape's ``dtype`` names the torch dtype of the weights and tokens.
 DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -115,21 +117,27 @@ class Shape(_Base):
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
 
     def groups(self, max_batch: int) -> int:
-        """The passes of at most ``max_batch`` tokens (each streams the expert's weights once)."""
-        return -(-self.tokens // max_batch)
+        """Groups of :data:`GROUP_NEURONS` of the expert's ``ffn`` neurons (rows of ``W_gate`` and
+        ``W_up``, columns of ``W_down``): every pass's time grows with them."""
+        return -(-self.ffn // GROUP_NEURONS)
 
     def prepare(self, dimm: Dimm, seed: int) -> Invocation:
-        """The expert's weights and tokens drawn from ``seed``; a subset of groups runs the chain
-        on those passes' tokens."""
-        rand = _RandomExpert(dimm, torch.Generator().manual_seed(seed), self.hidden, self.ffn,
-                             DTYPE_NAMES[self.dtype])
+        """The expert's weights and tokens drawn from ``seed``; a subset of groups is the expert
+        of those neurons only (its ``W_down`` columns: a partial sum of the output), applied to
+        every token."""
+        gen = torch.Generator().manual_seed(seed)
+        rand = _Random(gen, DTYPE_NAMES[self.dtype])
+        w_gate, w_up, w_down = rand.expert_weights(self.hidden, self.ffn)
         x = rand(self.tokens, self.hidden)
-        mb = dimm.config.max_batch
 
         def run(groups, fetch):
-            sub = x if groups is None else x[group_slices(self.tokens, mb, groups)]
-            return [_run(rand.expert, sub.contiguous(), fetch)[0]]
-        return Invocation(self.groups(mb), run, lambda: free_expert(rand.expert))
+            sel = group_slices(self.ffn, GROUP_NEURONS, groups)
+            e = store_expert(dimm, w_gate[sel], w_up[sel], w_down[:, sel].contiguous())
+            try:
+                return [_run(e, x, fetch)[0]]
+            finally:
+                free_expert(e)
+        return Invocation(self.groups(dimm.config.max_batch), run, lambda: None)
 
 
 # ---- weights ---------------------------------------------------------------------------------
@@ -412,18 +420,29 @@ def _positive_int(name, v):
     return v
 
 
-class _RandomExpert:
-    """Random weights of an expert's shapes (scaled so activations stay O(1)) stored on ``dimm``,
-    and ``rand(*shape)`` for tokens, from one generator."""
+class _Random:
+    """Random tensors of ``dtype`` from one generator: ``rand(*shape, s=scale)``; ``expert_weights``:
+    weights of an expert's shapes scaled so activations stay O(1)."""
 
-    def __init__(self, dimm, gen, hidden, ffn, dtype):
+    def __init__(self, gen, dtype):
         self.gen, self.dtype = gen, dtype
-        self.expert = store_expert(dimm, self(ffn, hidden, s=1 / math.sqrt(hidden)),
-                                   self(ffn, hidden, s=1 / math.sqrt(hidden)),
-                                   self(hidden, ffn, s=1 / math.sqrt(ffn)))
 
     def __call__(self, *shape, s=1.0):
         return (torch.randn(*shape, generator=self.gen) * s).to(self.dtype)
+
+    def expert_weights(self, hidden, ffn) -> tuple:
+        """``(w_gate, w_up, w_down)``."""
+        return (self(ffn, hidden, s=1 / math.sqrt(hidden)), self(ffn, hidden, s=1 / math.sqrt(hidden)),
+                self(hidden, ffn, s=1 / math.sqrt(ffn)))
+
+
+class _RandomExpert(_Random):
+    """Random weights of an expert's shapes stored on ``dimm`` (``expert``), and ``rand(*shape)``
+    for tokens, from one generator."""
+
+    def __init__(self, dimm, gen, hidden, ffn, dtype):
+        super().__init__(gen, dtype)
+        self.expert = store_expert(dimm, *self.expert_weights(hidden, ffn))
 
 
 def ndp_expert_cost(hidden: int, ffn: int, dimm: Dimm, batches=(1, 4, 16), seed: int = 0,

@@ -1,8 +1,8 @@
 """Which groups a sub-sampled replay runs: :func:`plan`.
 
 A kernel invocation's work is ``G`` like groups (``Shape.groups``: 32 activated neurons of a
-cold-neuron gather, 64 rows of a dense GEMV, one pass of at most ``max_batch`` tokens of an
-expert; an attention step is one group). A sub-sampled replay runs ``m`` of them, chosen at
+cold-neuron gather, 64 rows of a dense GEMV, 64 FFN neurons of an expert; an attention step is
+one group). A sub-sampled replay runs ``m`` of them, chosen at
 random without replacement, after ``w`` other groups issued first as a *warm-up* (not timed,
 not read back: it leaves DRAM rows open, the refresh counters advanced and the controller's
 queues drained as a running kernel would, instead of the reset state). ``m`` is the smallest

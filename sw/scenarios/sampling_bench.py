@@ -73,7 +73,7 @@ CASES = {
     "hermes_b16": Case("hermes", {"model": "llama2-70b", "batch": 16}, 12,
                        Design(sub_cycles=400_000, full=2, model_draws=32), 3.0, 900.0),
     "trimoe_768": Case("trimoe", {"model": "deepseek-v2", "batch": 768}, 12,
-                       Design(sub_cycles=500_000, warmup=0, full=2, model_draws=32), 3.0, 900.0),
+                       Design(sub_cycles=500_000, full=2, model_draws=32), 3.0, 900.0),
 }
 #: the scenario whose preceding kernel warms each kind (Hermes' layer: QKV, attention, MLP)
 PRECEDING = {"attention": "qkv_dense", "cold_mlp": "attention", "qkv_dense": "cold_mlp",

@@ -123,7 +123,7 @@ def test_a_plan_picks_distinct_groups_after_a_warm_up():
     assert plan(s, 1e6, 7, 16, None).whole                       # no target: whole
     assert plan(s, 1e6, 7, 16, 6e5, warmup=9).whole              # 12 + 9 >= 20 groups: whole
     assert shape("attention", {"context": 64, "head_dim": 64, "group": 1}).groups(16) == 1
-    assert shape("expert", {"hidden": 64, "ffn": 32, "tokens": 33, "dtype": "float16"}).groups(16) == 3
+    assert shape("expert", {"hidden": 64, "ffn": 32, "tokens": 33, "dtype": "float16"}).groups(16) == 1
     for bad in ({"sub_cycles": 0}, {"sub_cycles": float("inf")}, {"warmup": -1},
                 {"full": -1}, {"model_draws": 1.5}, {"allocation": "optimal"},
                 {"sub_cycles": 1e5, "full": 1}):

@@ -236,10 +236,10 @@ def test_the_json_block_is_written(tmp_path):
     assert back["ndp_time"]["rtl_cycles"] == pytest.approx(ndp)
 
 
-# shapes of several groups each on the test core (4 tokens a pass)
+# shapes of several groups each on the test core
 GROUPED = {"cold_mlp": {"k": 100, "pool": 128, "hidden": 128, "batch": 2, "dtype": "fp16", "gated": True},
            "qkv_dense": {"rows": 200, "hidden": 128, "batch": 3},
-           "expert": {"hidden": 64, "ffn": 32, "tokens": 9, "dtype": "float16"}}
+           "expert": {"hidden": 64, "ffn": 192, "tokens": 9, "dtype": "float16"}}
 
 
 @pytest.mark.parametrize("kind", sorted(GROUPED))

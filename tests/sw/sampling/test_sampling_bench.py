@@ -30,7 +30,7 @@ def small(monkeypatch):
                                            "dtype": "fp16", "gated": True}) for k in (160, 224)]
     kernels += [("hermes_b1", "qkv_dense", {"rows": 512, "hidden": 128, "batch": 1}),
                 ("hermes_b1", "attention", {"context": 64, "head_dim": 32, "group": 2}),
-                ("trimoe_768", "expert", {"hidden": 64, "ffn": 32, "tokens": 17, "dtype": "float16"})]
+                ("trimoe_768", "expert", {"hidden": 64, "ffn": 256, "tokens": 17, "dtype": "float16"})]
     for i, (log, kind, params) in enumerate(kernels):
         s = shape(kind, params)
         logs[log].add(s, model_one(s, 0, CORE)["model_backend_cycles"] * (0.9 + 0.05 * i), 2)
