@@ -148,9 +148,13 @@ def neyman_weights(totals: dict, stdev: dict, cost: dict) -> dict:
     return out
 
 
-def draw(log: KernelLog, n: int, seed: int, alloc: dict | None = None) -> list[Draw]:
+def draw(log: KernelLog, n: int, seed: int, alloc: dict | None = None,
+         by: str = "cycles") -> list[Draw]:
     """``n`` invocations of ``log``, stratified by kind (see the module docstring); ``alloc``:
-    draws per kind instead of :func:`allocate`'s proportional ones."""
+    draws per kind instead of :func:`allocate`'s proportional ones; ``by="invocations"``: every
+    invocation equally likely instead of in proportion to its charged cycles."""
+    if by not in ("cycles", "invocations"):
+        raise ValueError(f"draws are by 'cycles' or 'invocations', got {by!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"the sample seed must be an int, got {seed!r}")
     if alloc is None:
@@ -161,7 +165,7 @@ def draw(log: KernelLog, n: int, seed: int, alloc: dict | None = None) -> list[D
         if not alloc[kind]:
             continue
         entries = log.entries(kind)
-        w = np.array([e.cycles for e in entries], float)
+        w = np.array([e.cycles if by == "cycles" else e.count for e in entries], float)
         picks = rng.choice(len(entries), size=alloc[kind], replace=True, p=w / w.sum())
         for i in picks:
             e = entries[int(i)]

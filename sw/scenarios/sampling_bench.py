@@ -8,14 +8,14 @@ core (256 activation lanes), seed 0, two Dask workers:
   kernel log, the sampled RTL replays and the estimate): Hermes LLaMA2-70B batch 1 and 16 and
   TriMoE DeepSeek-V2 at 768 tokens per step, each with its sample design (:data:`CASES`):
   NDP-time interval, wall time, RTL cycles replayed, against the goals.
-* ``coverage``: per sub-sampled kind, ``COVERAGE_N`` invocations drawn by charged cycles and
-  replayed both ways, sub-sampled (a quarter of the groups after a warm-up group, scaled by the
+* ``coverage``: per sub-sampled kind, ``COVERAGE_N`` invocations drawn at random (every
+  invocation equally likely, which keeps the whole replays affordable) and replayed both ways, sub-sampled (a quarter of the groups after a warm-up group, scaled by the
   model: ``y^``) and whole (``y``). The correction ``q = y / y^``; each invocation's
   leave-one-out 95 % prediction interval ``mean(q_-i) +- t(n-2) s(q_-i) sqrt(1 + 1/(n-1))``
   either holds its own ``q`` or not: the coverage. Kinds and logs: Hermes batch 1's
   ``cold_mlp`` and ``qkv_dense``, TriMoE's ``expert`` (attention is one group: never
   sub-sampled).
-* ``warmup``: per kind, ``WARMUP_N`` invocations replayed whole from reset and after a stream of
+* ``warmup``: per kind, ``WARMUP_N`` invocations (equally likely) replayed whole from reset and after a stream of
   the scenario's preceding kernel (about 100 k cycles of it, sub-sampled): the difference of
   their cycles (mean, t-interval), the cold start's bias of a whole replay.
 * ``allocation``: per goal run, the interval Neyman's allocation would give against the
@@ -175,7 +175,7 @@ def run_coverage(logs: dict, n: int = COVERAGE_N, log=print) -> dict:
     for source, kind in (("hermes_b1", "cold_mlp"), ("hermes_b1", "qkv_dense"), ("trimoe_768", "expert")):
         klog = _kind_log(logs[source], kind)
         chosen = []
-        for d in draw(klog, 40 * n, SEED, alloc={kind: 40 * n}):
+        for d in draw(klog, 40 * n, SEED, alloc={kind: 40 * n}, by="invocations"):
             p = plan(d.shape, d.model_cycles, d.seed, CORE.max_batch, COVERAGE_SHARE * d.model_cycles)
             if not p.whole:
                 chosen.append((d, p))
@@ -214,8 +214,9 @@ def run_warmup(logs: dict, n: int = WARMUP_N, log=print) -> dict:
     jobs, info = [], {}
     for source, kind in (("hermes_b1", "attention"), ("hermes_b1", "qkv_dense"),
                          ("hermes_b1", "cold_mlp"), ("trimoe_768", "expert")):
-        targets = draw(_kind_log(logs[source], kind), n, SEED, alloc={kind: n})
-        prev = draw(_kind_log(logs[source], PRECEDING[kind]), n, SEED + 1, alloc={PRECEDING[kind]: n})
+        targets = draw(_kind_log(logs[source], kind), n, SEED, alloc={kind: n}, by="invocations")
+        prev = draw(_kind_log(logs[source], PRECEDING[kind]), n, SEED + 1, alloc={PRECEDING[kind]: n},
+                    by="invocations")
         info[kind] = {"source": source, "preceding": PRECEDING[kind]}
         for i, (d, p) in enumerate(zip(targets, prev)):
             pp = plan(p.shape, p.model_cycles, p.seed, CORE.max_batch, STREAM_CYCLES, warmup=0)
