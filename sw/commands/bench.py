@@ -146,8 +146,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sampling: comma-separated sections to (re)run: runs, coverage, "
                              "warmup (default all; the file keeps the others)")
     parser.add_argument("--case", default=None,
-                        help="sampling: comma-separated goal runs of the runs section: hermes_b1, "
-                             "hermes_b16, trimoe_768 (default all; the others are kept)")
+                        help="sampling: comma-separated runs of the runs section (hermes_b1, "
+                             "hermes_b16, trimoe_768, hermes_b1_n24, hermes_b1_workers1, "
+                             "hermes_b1_neyman; default all; the file keeps the others)")
     parser.add_argument("--build-options", action="store_true",
                         help="cosim: also compare C++/Verilator build options on the reduced configuration")
     parser.add_argument("--model-only", action="store_true",

@@ -18,7 +18,9 @@ core (256 activation lanes), seed 0, two Dask workers:
 * ``warmup``: per kind, ``WARMUP_N`` invocations (equally likely) replayed whole from reset and after a stream of
   the scenario's preceding kernel (about 100 k cycles of it, sub-sampled): the difference of
   their cycles (mean, t-interval), the cold start's bias of a whole replay.
-* ``allocation``: per goal run, the interval Neyman's allocation would give against the
+* ``runs`` also holds Hermes batch 1 at N = 24, on one worker, and with Neyman's allocation:
+  how N, the workers and the allocation trade against the interval and the wall time.
+* ``allocation`` (inside each run): per goal run, the interval Neyman's allocation would give against the
   proportional one at the same RTL seconds, predicted from the run's own per-kind spread and
   replay cost (``stats.neyman_weights``).
 
@@ -64,6 +66,7 @@ class Case:
     design: Design
     goal_pct: float
     goal_seconds: float
+    workers: int = WORKERS
 
 
 #: the issue's goal runs and their sample designs
@@ -74,6 +77,13 @@ CASES = {
                        Design(sub_cycles=400_000, full=2, model_draws=32), 3.0, 900.0),
     "trimoe_768": Case("trimoe", {"model": "deepseek-v2", "batch": 768}, 12,
                        Design(sub_cycles=500_000, full=2, model_draws=32), 3.0, 900.0),
+    # how N, the workers and the allocation trade against the interval and the wall time
+    "hermes_b1_n24": Case("hermes", {"model": "llama2-70b", "batch": 1}, 24,
+                          Design(model_draws=48), 2.0, 180.0),
+    "hermes_b1_workers1": Case("hermes", {"model": "llama2-70b", "batch": 1}, 12,
+                               Design(model_draws=48), 2.0, 180.0, workers=1),
+    "hermes_b1_neyman": Case("hermes", {"model": "llama2-70b", "batch": 1}, 12,
+                             Design(model_draws=48, allocation="neyman"), 2.0, 180.0),
 }
 #: the scenario whose preceding kernel warms each kind (Hermes' layer: QKV, attention, MLP)
 PRECEDING = {"attention": "qkv_dense", "cold_mlp": "attention", "qkv_dense": "cold_mlp",
@@ -108,13 +118,13 @@ def run_case(name: str, log=print) -> dict:
     """One goal run end to end (module docstring, ``runs``)."""
     case = CASES[name]
     t0 = time.perf_counter()
-    r = _run(case, RunContext(log=log, rtl_samples=case.n, rtl_seed=SEED, rtl_workers=WORKERS,
+    r = _run(case, RunContext(log=log, rtl_samples=case.n, rtl_seed=SEED, rtl_workers=case.workers,
                               rtl_design=case.design))
     wall = time.perf_counter() - t0
     s = r.rtl_samples
     ndp = s["ndp_time"]
     rel = ndp["relative_half_width"]
-    return {"scenario": case.scenario, "params": case.params, "n": case.n,
+    return {"scenario": case.scenario, "params": case.params, "n": case.n, "workers": case.workers,
             "design": case.design.as_dict(), "wall_seconds": wall,
             "replay_seconds": s["wall_seconds"], "relative_half_width_pct": None if rel is None else 100 * rel,
             "goal": {"half_width_pct": case.goal_pct, "wall_seconds": case.goal_seconds,
