@@ -142,7 +142,8 @@ class Job:
 
 class Runner:
     """Runs :class:`Job` lists in this process (``workers=0``) or on the Dask cluster it holds
-    open (``with Runner(...) as r: r.run(jobs)``), a progress line per replay."""
+    open (``with Runner(...) as r: r.run(jobs)``), a progress line per replay. Entering it
+    builds the RTL harness (or finds it in the build cache) once, before any worker starts."""
 
     def __init__(self, core, backend, workers, scheduler, log):
         self.core, self.backend, self.workers, self.scheduler, self.log = core, backend, workers, scheduler, log
@@ -151,6 +152,10 @@ class Runner:
         self.client = None
 
     def __enter__(self):
+        if self.backend != "model":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                Dimm(self.backend, self.core).close()     # the build, once, before the workers start
         if self.workers:
             from ndpdimm.sw.sweep.tasks import cluster_client
             self._cm = cluster_client(self.scheduler, self.workers)
@@ -271,9 +276,6 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
         f"{'' if design.sub_cycles is None else f', sub-sampled above {design.sub_cycles:,.0f} cycles'}"
         f"{f', {design.model_draws} model draws per kind' if design.model_draws else ''}); replaying "
         f"on the {backend} backend, core {core.n_units} units (building or finding its harness first) ...")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        Dimm(backend, core).close()                   # the build, once, before the workers start
     jobs: dict[tuple, Job] = {}
 
     def add(role, k, upto, frm=0):
