@@ -36,7 +36,6 @@ from ndpdimm.sw.sampling.estimate import estimate_kind
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.stats import (
     CONFIDENCE,
-    METHOD,
     Design,
     Draw,
     allocate,
@@ -358,7 +357,7 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
         ndp[f"{key}_seconds"] = None if ndp[src] is None else ndp[src] / NDP_CLOCK_HZ
     errors = [s for s in samples + model_rows if "error" in s]
     ok = [s for s in samples if "error" not in s]
-    return {"method": METHOD, "confidence": CONFIDENCE, "backend": backend,
+    return {"method": design.method, "confidence": CONFIDENCE, "backend": backend,
             "core": core.as_dict(), "seed": seed, "n": n, "design": design.as_dict(),
             "replayed": sum(s["role"] == "rtl" for s in ok), "full_replays": sum(s["role"] == "full" for s in ok),
             "errors": len(errors),

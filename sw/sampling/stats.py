@@ -88,6 +88,21 @@ class Design:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @property
+    def method(self) -> str:
+        """The one-line method of a run with this design (every JSON result carries it)."""
+        if self == Design():
+            return METHOD
+        return ("stratified by kernel kind ({} allocation); within a kind, draws with probability "
+                "proportional to the charged cycles, with replacement; per kind a two-phase ratio "
+                "estimate (sw/sampling/estimate.py): {} draws whole on the timing-only model "
+                "backend, the first of them on the RTL{}; interval from the summed variance terms "
+                "with Welch-Satterthwaite degrees of freedom").format(
+                    self.allocation, f"max({self.model_draws}, n)",
+                    "" if self.sub_cycles is None else
+                    f", sub-sampled above {self.sub_cycles:,.0f} charged cycles after {self.warmup} "
+                    f"warm-up group(s), {self.full} of them also whole for the correction")
+
 
 def _t(df: float) -> float:
     from scipy.stats import t
