@@ -32,8 +32,10 @@ runs on:
     building descriptors), which both backends share.
 
 Ratios are taken between figures of the same run. ``--build-options`` also
-builds the reduced configuration with other C++ / Verilator options and
-measures (a) and (b) for each, with the build time.
+builds the reduced configuration with other C++ / Verilator options and toolchains
+(:data:`BUILD_OPTIONS`: profile-guided builds, ``-march=native``, clang++) and
+measures (a) and (b) for each, with the build time and the cycles of every descriptor
+(the same in every build).
 
 ``--model-only`` (after a recalibration or a change to the performance model, with the RTL
 unchanged) reruns (d) alone against the harness's per-descriptor cycles already in the file,
@@ -58,19 +60,31 @@ from ndpdimm.hw.descriptors import Opcode
 
 __all__ = ["RecordingBackend", "workload", "run_bench", "rerun_model", "main"]
 
-#: (name, g++ OPT_FAST, Verilator flags) compared by --build-options; the first is the default
-#: (``cosim.rtl.harness_build.CXX_OPT`` / ``VERILATOR_OPT``).
+#: The plain toolchain: g++, no profile, no extra C++ flags (``cosim/rtl/harness_build.py``).
+PLAIN = {"pgo": False, "cxx_flags": (), "compiler": "g++"}
+#: (name, OPT_FAST, Verilator flags, toolchain) compared by --build-options; the first is the
+#: default (``cosim.rtl.harness_build``: ``CXX_OPT``, ``VERILATOR_OPT``, ``PGO``, ``CXX_FLAGS``,
+#: ``COMPILER``); toolchain: ``build_harness``'s ``pgo`` / ``cxx_flags`` / ``compiler``.
 BUILD_OPTIONS = (
-    ("cxx -Os, verilator -O3 (default)", "-Os", ("-O3",)),
-    ("cxx -O1 (the earlier default)", "-O1", ()),
-    ("cxx -Os (verilated.mk default)", "-Os", ()),
-    ("cxx -O1, verilator -O3", "-O1", ("-O3",)),
-    ("cxx -O2, verilator -O3", "-O2", ("-O3",)),
-    ("cxx -O1, verilator --flatten", "-O1", ("--flatten",)),
-    ("cxx -Os, verilator --flatten", "-Os", ("--flatten",)),
-    ("cxx -O1, verilator -O3 --flatten", "-O1", ("-O3", "--flatten")),
-    ("cxx -Os, verilator -O3 --flatten", "-Os", ("-O3", "--flatten")),
-    ("cxx -Os, verilator -O3 --threads 2", "-Os", ("-O3", "--threads", "2")),
+    ("g++ PGO, cxx -O2, verilator -O3 (default)", "-O2", ("-O3",), {**PLAIN, "pgo": True}),
+    ("cxx -Os, verilator -O3 (the plain build)", "-Os", ("-O3",), PLAIN),
+    ("cxx -O2, verilator -O3", "-O2", ("-O3",), PLAIN),
+    ("cxx -Os -march=native, verilator -O3", "-Os", ("-O3",), {**PLAIN, "cxx_flags": ("-march=native",)}),
+    ("g++ PGO, cxx -Os, verilator -O3", "-Os", ("-O3",), {**PLAIN, "pgo": True}),
+    ("g++ PGO, cxx -O3, verilator -O3", "-O3", ("-O3",), {**PLAIN, "pgo": True}),
+    ("g++ PGO, cxx -O2 -march=native, verilator -O3", "-O2", ("-O3",),
+     {**PLAIN, "pgo": True, "cxx_flags": ("-march=native",)}),
+    ("clang++ -Os, verilator -O3", "-Os", ("-O3",), {**PLAIN, "compiler": "clang++"}),
+    ("clang++ -O2, verilator -O3", "-O2", ("-O3",), {**PLAIN, "compiler": "clang++"}),
+    ("clang++ PGO, -O2, verilator -O3", "-O2", ("-O3",), {**PLAIN, "compiler": "clang++", "pgo": True}),
+    ("cxx -O1 (the earlier default)", "-O1", (), PLAIN),
+    ("cxx -Os (verilated.mk default)", "-Os", (), PLAIN),
+    ("cxx -O1, verilator -O3", "-O1", ("-O3",), PLAIN),
+    ("cxx -O1, verilator --flatten", "-O1", ("--flatten",), PLAIN),
+    ("cxx -Os, verilator --flatten", "-Os", ("--flatten",), PLAIN),
+    ("cxx -O1, verilator -O3 --flatten", "-O1", ("-O3", "--flatten"), PLAIN),
+    ("cxx -Os, verilator -O3 --flatten", "-Os", ("-O3", "--flatten"), PLAIN),
+    ("cxx -Os, verilator -O3 --threads 2", "-Os", ("-O3", "--threads", "2"), PLAIN),
 )
 
 
@@ -241,8 +255,9 @@ def measure_cocotb(config: CoreConfig, rec: RecordingBackend, out_dir: Path, wra
                    cxx_opt=None, extra_flags=None) -> dict:
     """The recorded session replayed by cocotb on the core with its resets registered (the
     Verilog the harness runs, ``cosim/rtl/core_top.py``), or on the bare ``ndp_core``; the model
-    compiled with the harness's options (``cxx_opt`` / ``extra_flags``, default the harness's
-    defaults), so both run the same C++ model of the same Verilog."""
+    compiled with the harness's plain options (``cxx_opt`` / ``extra_flags``, default
+    ``CXX_OPT`` / ``VERILATOR_OPT``: a cocotb build has no profile-guided step), so both run the
+    same C++ model of the same Verilog, the harness's with a profile."""
     from ndpdimm.cosim.rtl import build as rtl_build
     from ndpdimm.cosim.rtl.harness_build import CXX_OPT, VERILATOR_OPT
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -427,12 +442,15 @@ def run_bench(units=(256, 16), scale=4, cocotb=True, build_options=False, out=No
     if build_options:
         config = CoreConfig(n_units=min(units))
         rows = []
-        for name, cxx, flags in BUILD_OPTIONS:
+        for name, cxx, flags, toolchain in BUILD_OPTIONS:
             print(f"[bench_cosim] build option {name}", file=sys.stderr, flush=True)
-            h, _ = measure_harness(config, scale, cxx_opt=cxx, extra_flags=flags)
-            b = measure_bare(config, max(2000, min(h["cycles"], 50000)), cxx_opt=cxx, extra_flags=flags)
+            kw = {"cxx_opt": cxx, "extra_flags": flags, **toolchain}
+            h, _ = measure_harness(config, scale, **kw)
+            b = measure_bare(config, max(2000, min(h["cycles"], 50000)), **kw)
             rows.append({"option": name, "cxx_opt": cxx, "verilator_flags": list(flags),
-                         "build_seconds": h["build"]["seconds"],
+                         "toolchain": {k: list(v) if isinstance(v, tuple) else v for k, v in toolchain.items()},
+                         "build_seconds": h["build"]["seconds"], "build": h["build"],
+                         "cycles": h["cycles"], "descriptor_cycles": [d["cycles"] for d in h["descriptors"]],
                          "bare_cycles_per_second": b["cycles_per_second"],
                          "harness_cycles_per_second": h["cycles_per_second"],
                          "model_eval_cycles_per_second": h["profile"]["model_eval_cycles_per_second"],

@@ -46,7 +46,6 @@ from pathlib import Path
 
 from ndpdimm.cosim.backend import COUNTER_REGISTERS, Backend, Completion, CoreConfig, check_word
 from ndpdimm.cosim.rtl.harness_build import (
-    CXX_OPT,
     VERILATOR_OPT,
     build_harness,
     check_n_cores,
@@ -133,7 +132,7 @@ class _Simulation:
     destroyed when the last of them closes."""
 
     def __init__(self, config: CoreConfig, n_cores: int, *, waves, progress, library, cxx_opt,
-                 extra_flags, build_root):
+                 extra_flags, build_root, toolchain=None):
         if not isinstance(config, CoreConfig):
             raise ValueError(f"config must be a CoreConfig, got {config!r}")
         n_cores = check_n_cores(config, n_cores)
@@ -142,7 +141,7 @@ class _Simulation:
                 raise ValueError(f"waves must be (path, first_cycle, last_cycle), got {waves!r}")
         path = Path(library) if library is not None else build_harness(
             config, waves=waves is not None, cxx_opt=cxx_opt, extra_flags=extra_flags,
-            build_root=build_root, progress=progress, n_cores=n_cores)
+            build_root=build_root, progress=progress, n_cores=n_cores, **(toolchain or {}))
         self.library = path
         self.lib = lib = _load(path.resolve())
         info = json.loads(lib.ndph_build_info().decode())
@@ -188,6 +187,9 @@ class RtlBackend(Backend):
     ``waves``: ``None`` or ``(path, first_cycle, last_cycle)`` to record a VCD window.
     ``library``: use this harness library instead of building one; it must have been built
     for ``config`` (else :class:`HarnessMismatch`).
+    ``cxx_opt``, ``extra_flags``, ``pgo``, ``cxx_flags``, ``compiler``: how the library is built
+    (``harness_build.build_harness``; ``None``: the default, profile-guided unless
+    ``$NDPDIMM_HARNESS_PLAIN`` is set).
 
     The cores of an :class:`RtlSystem` are ``RtlBackend`` s too (``system.cores[i]``); each
     call names its core, and running one core clocks them all (they are one simulation).
@@ -195,10 +197,13 @@ class RtlBackend(Backend):
     name = "rtl"
 
     def __init__(self, config: CoreConfig = CoreConfig(), *, waves: tuple[str | os.PathLike, int, int] | None = None,
-                 progress: bool = True, library: str | os.PathLike | None = None, cxx_opt: str = CXX_OPT,
-                 extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None) -> None:
+                 progress: bool = True, library: str | os.PathLike | None = None, cxx_opt: str | None = None,
+                 extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None,
+                 pgo: bool | None = None, cxx_flags: Sequence[str] | None = None,
+                 compiler: str | None = None) -> None:
         sim = _Simulation(config, 1, waves=waves, progress=progress, library=library,
-                          cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root)
+                          cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root,
+                          toolchain={"pgo": pgo, "cxx_flags": cxx_flags, "compiler": compiler})
         self._attach(sim, 0)
         sim.start()
 
@@ -401,8 +406,9 @@ class RtlSystem:
     def __init__(self, config: CoreConfig, n_cores: int, *, latency: int = LINK_LATENCY,
                  ber: float = 0.0, seed: int = 0, max_bit_offset: int = LINK_MAX_BIT_OFFSET,
                  progress: bool = True, library: str | os.PathLike | None = None,
-                 cxx_opt: str = CXX_OPT, extra_flags: Sequence[str] = VERILATOR_OPT,
-                 build_root: str | os.PathLike | None = None) -> None:
+                 cxx_opt: str | None = None, extra_flags: Sequence[str] = VERILATOR_OPT,
+                 build_root: str | os.PathLike | None = None, pgo: bool | None = None,
+                 cxx_flags: Sequence[str] | None = None, compiler: str | None = None) -> None:
         if not isinstance(n_cores, int) or isinstance(n_cores, bool) or n_cores < 2:
             raise ValueError(f"an RTL DIMM-Link system has 2 or more cores, got {n_cores!r}")
         if not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1 << 20:
@@ -415,7 +421,8 @@ class RtlSystem:
                 not 0 <= max_bit_offset <= 90:
             raise ValueError(f"max_bit_offset must be an integer in 0..90, got {max_bit_offset!r}")
         sim = _Simulation(config, n_cores, waves=None, progress=progress, library=library,
-                          cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root)
+                          cxx_opt=cxx_opt, extra_flags=extra_flags, build_root=build_root,
+                          toolchain={"pgo": pgo, "cxx_flags": cxx_flags, "compiler": compiler})
         sim.check(sim.lib.ndph_link_configure(sim.h, latency, float(ber), seed, max_bit_offset))
         self.cores = [RtlBackend._core(sim, i) for i in range(n_cores)]
         self.latency, self.ber, self.seed = latency, float(ber), seed

@@ -15,6 +15,14 @@ Python sources, the harness sources, configuration, flags and tool versions) map
 finished build, so a second run with the same design skips the elaboration too. The build
 reports its phases and the number of C++ objects compiled. ``cosim/rtl/harness.py`` loads the
 library with ctypes (the runtime).
+
+The default build is profile-guided (:data:`PGO`, docs/cosim.md "Build options"): Verilator and
+g++ build an instrumented library, a subprocess runs the training workload on it
+(``cosim/rtl/pgo_train.py``), and ``make`` compiles every object again with the profile at
+:data:`PGO_CXX_OPT`, all in the one build folder, whose hash covers the toolchain (compiler and
+its version, flags, the training workload). ``$NDPDIMM_HARNESS_PLAIN=1`` (or ``pgo=False``)
+builds the plain way (g++ ``-Os``, one compile); ``build.done.json`` records how a library was
+built (``toolchain``, and ``pgo``: the seconds of each step).
 """
 
 import hashlib
@@ -46,7 +54,8 @@ from ndpdimm.hw.registers import REGISTERS
 
 __all__ = ["build_harness", "harness_built", "build_record", "check_n_cores", "default_build_root", "harness_header",
            "harness_ports_header", "link_counter_names", "HARNESS_SOURCES", "HARNESS_TOP", "LIB_NAME",
-           "CXX_OPT", "VERILATOR_OPT", "BUILD_ROOT_ENV"]
+           "CXX_OPT", "PGO_CXX_OPT", "VERILATOR_OPT", "BUILD_ROOT_ENV", "PGO", "CXX_FLAGS", "COMPILER", "PLAIN_ENV",
+           "build_options", "default_cxx_opt", "host_target"]
 
 #: the C++ sources of the harness library and the folder of each: its own (``cosim/rtl/cpp``)
 #: and the DRAM model it links (``cosim/dram/cpp``)
@@ -58,9 +67,30 @@ BUILD_ROOT_ENV = OVERRIDES["harness"]
 #: g++ optimisation of the model's code (``OPT_FAST``) and Verilator's own optimisation,
 #: chosen by measurement (``ndpdimm bench --suite cosim --build-options``, docs/cosim.md):
 #: on the 16-unit core ``-Os`` with Verilator ``-O3`` simulated 2.0x faster than ``-O1``
-#: alone for 1.3x the build time. ``extra_flags=()`` drops the ``-O3``.
+#: alone for 1.3x the build time. ``extra_flags=()`` drops the ``-O3``. ``CXX_OPT`` is the
+#: optimisation of a build without a profile (the plain build, the cocotb replay of the speed
+#: benchmark); a profile-guided build uses :data:`PGO_CXX_OPT`.
 CXX_OPT = "-Os"
 VERILATOR_OPT = ("-O3",)
+#: The optimisation of a profile-guided build: with a profile g++ optimises the code the
+#: training ran for speed and the rest for size, so ``-O2`` beats ``-Os`` (which keeps hot code
+#: small too): 1.29x the plain build on the 16-unit core, where ``-Os`` with a profile gained nothing.
+PGO_CXX_OPT = "-O2"
+#: Compiler profile-guided optimisation of the library (``pgo=``): an instrumented build runs a
+#: short training workload (``cosim/rtl/pgo_train.py``: the cycle-identity points within a cycle
+#: budget) in a subprocess, then every object is compiled again with the profile
+#: (``-fprofile-use -fprofile-partial-training``), in the same folder under the same hash.
+#: The simulation is the same, bit for bit and cycle for cycle (``tests/cosim/rtl/test_pgo.py``).
+PGO = True
+#: Extra C++ flags of every object of the library (``cxx_flags=``), e.g. ``("-march=native",)``:
+#: a build with ``-march=native`` records the host's resolved target (:func:`host_target`) in
+#: its identity, so a cached library is never loaded on another kind of CPU.
+CXX_FLAGS: tuple = ()
+#: The C++ compiler (``compiler=``): ``"g++"`` (verilated.mk's ``c++``) or ``"clang++"``.
+COMPILER = "g++"
+#: Set (to anything but ``0``) to build the plain way whatever the defaults above say: g++,
+#: no profile, no extra flags (``cxx_opt`` / ``extra_flags`` still apply).
+PLAIN_ENV = "NDPDIMM_HARNESS_PLAIN"
 _FACTORY = "ndpdimm.hw.core.ndp_core:ndp_core_verilog"
 #: The top module Verilator builds (``harness_top_verilog``).
 HARNESS_TOP = "ndp_harness_top"
@@ -235,12 +265,97 @@ def _verilog_files(n_cores: int) -> tuple:
     return ("ndp_core.v", "harness_top.v") if n_cores == 1 else ("link_system.v",)
 
 
-def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str, extra_flags=(), n_cores: int = 1) -> list:
-    cflags = "-fPIC -std=c++17" + (" -DNDPH_TRACE" if waves else "")
+def build_options(pgo: bool | None = None, cxx_flags: Sequence[str] | None = None,
+                  compiler: str | None = None) -> dict:
+    """The toolchain options of a build, ``None`` taking the defaults (:data:`PGO`,
+    :data:`CXX_FLAGS`, :data:`COMPILER`, or the plain build under ``$NDPDIMM_HARNESS_PLAIN``).
+    :func:`default_cxx_opt` gives the optimisation that goes with them."""
+    plain = os.environ.get(PLAIN_ENV, "") not in ("", "0")
+    opts = {"pgo": bool((not plain and PGO) if pgo is None else pgo),
+            "cxx_flags": tuple(() if plain else CXX_FLAGS) if cxx_flags is None else tuple(cxx_flags),
+            "compiler": ("g++" if plain else COMPILER) if compiler is None else compiler}
+    if opts["compiler"] not in ("g++", "clang++"):
+        raise ValueError(f"compiler must be 'g++' or 'clang++', got {opts['compiler']!r}")
+    return opts
+
+
+def default_cxx_opt(opts: dict) -> str:
+    """The C++ optimisation of a build whose ``cxx_opt`` is not given: :data:`PGO_CXX_OPT` with
+    a profile, else :data:`CXX_OPT`."""
+    return PGO_CXX_OPT if opts["pgo"] else CXX_OPT
+
+
+def _cxx(compiler: str) -> str:
+    return "c++" if compiler == "g++" else compiler
+
+
+def host_target(compiler: str = "g++") -> str:
+    """What ``-march=native`` means on this machine to ``compiler``: the CPU model and the
+    target options the compiler resolves it to (one line, for a build's identity)."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    out = subprocess.run([_cxx(compiler), "-march=native", "-###", "-E", "-x", "c++", "-"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True).stderr
+    # the compiler's own command line (the longest that names a CPU): -march=<cpu> or -target-cpu <cpu>
+    # and the target features it implies
+    cc1 = [ln for ln in out.splitlines() if "-march=" in ln or "-target-cpu" in ln]
+    line = max(cc1, key=len) if cc1 else out
+    resolved = hashlib.sha256(line.encode()).hexdigest()[:16]
+    words = [w.strip('"') for w in line.split()]
+    cpus = [w[len("-march="):] for w in words if w.startswith("-march=") and w != "-march=native"]
+    if "-target-cpu" in words:
+        cpus.append(words[words.index("-target-cpu") + 1])
+    march = cpus[-1] if cpus else "?"
+    return f"{model} / {march} / {resolved}"
+
+
+def _toolchain(opts: dict) -> dict:
+    """The identity of a build's toolchain options: empty for the plain g++ build (whose hash is
+    then what it was before these options existed)."""
+    if not opts["pgo"] and not opts["cxx_flags"] and opts["compiler"] == "g++":
+        return {}
+    version = subprocess.run([_cxx(opts["compiler"]), "--version"], capture_output=True,
+                             text=True).stdout.splitlines()
+    out = {"compiler": opts["compiler"], "compiler_version": version[0] if version else "",
+           "cxx_flags": list(opts["cxx_flags"]), "pgo": opts["pgo"]}
+    if "-march=native" in opts["cxx_flags"]:
+        out["host_target"] = host_target(opts["compiler"])
+    if opts["pgo"]:
+        from ndpdimm.cosim.rtl import pgo_train
+        out["pgo_training"] = pgo_train.describe()
+        out["pgo_training_sha"] = hashlib.sha256(Path(pgo_train.__file__).read_bytes()).hexdigest()[:16]
+    return out
+
+
+def _pgo_flags(compiler: str, phase: str, profile_dir: Path) -> tuple:
+    """(C++ flags, link flags) of a PGO phase: ``generate`` (instrumented) or ``use``."""
+    if compiler == "clang++":
+        if phase == "generate":
+            f = f"-fprofile-generate={profile_dir}"
+            return f, f
+        return (f"-fprofile-use={profile_dir / 'merged.profdata'} -Wno-profile-instr-unprofiled "
+                "-Wno-profile-instr-out-of-date", "")
+    if phase == "generate":
+        # single-threaded model: no atomic counter updates
+        return "-fprofile-generate -fprofile-update=single", "-fprofile-generate"
+    # -fprofile-partial-training: code the training did not run is optimised as without a profile
+    return "-fprofile-use -fprofile-partial-training -Wno-missing-profile", ""
+
+
+def _verilator_cmd(out_dir: Path, waves: bool, cxx_opt: str, extra_flags=(), n_cores: int = 1,
+                   cxx_flags: str = "", ld_flags: str = "") -> list:
+    cflags = "-fPIC -std=c++17" + (" -DNDPH_TRACE" if waves else "") + (f" {cxx_flags}" if cxx_flags else "")
     cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)),
            "--top-module", _top_module(n_cores), "--prefix", "Vtop", "--Mdir", str(out_dir / "obj"),
            *[f for f in VERILATOR_FLAGS if f != "--no-public-flat-rw"],
-           *extra_flags, "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", LIB_NAME]
+           *extra_flags, "-CFLAGS", cflags, "-LDFLAGS", "-shared" + (f" {ld_flags}" if ld_flags else ""),
+           "-o", LIB_NAME]
     if waves:
         cmd.append("--trace")
     return cmd + [str(out_dir / f) for f in _verilog_files(n_cores)] + [
@@ -260,14 +375,14 @@ def _top_verilog(config: CoreConfig, n_cores: int) -> tuple:
 
 
 def _build_identity(config: CoreConfig, files: dict, waves: bool, cxx_opt: str, extra_flags=(),
-                    n_cores: int = 1):
-    """(hash16, build_info dict) of a build."""
+                    n_cores: int = 1, toolchain: dict | None = None):
+    """(hash16, build_info dict) of a build (``toolchain``: :func:`_toolchain`)."""
     sources = {name: (HARNESS_SOURCES[name] / name).read_text() for name in HARNESS_SOURCES}
     h = hashlib.sha256()
     for part in (*(SRC_ATTRIBUTE.sub("", v) for v in files.values()), *sources.values(),
                  json.dumps(VERILATOR_FLAGS + tuple(extra_flags)),
                  cxx_opt, str(waves), verilator_version(), json.dumps(config.as_dict(), sort_keys=True),
-                 str(n_cores)):
+                 str(n_cores), *((json.dumps(toolchain, sort_keys=True),) if toolchain else ())):
         h.update(part.encode())
         h.update(b"\0\0")
     main = next(iter(files.values()))
@@ -275,6 +390,8 @@ def _build_identity(config: CoreConfig, files: dict, waves: bool, cxx_opt: str, 
     digest = h.hexdigest()[:16]
     info = {"config": config.as_dict(), "verilog_sha": verilog_hash, "waves": waves,
             "cxx_opt": cxx_opt, "verilator_flags": list(extra_flags), "build": digest}
+    if toolchain:
+        info["toolchain"] = toolchain
     if n_cores > 1:
         info["n_cores"] = n_cores
     return digest, info
@@ -323,7 +440,8 @@ def check_n_cores(config: CoreConfig, n_cores) -> int:
     return n_cores
 
 
-def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n_cores: int = 1) -> str:
+def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n_cores: int = 1,
+                toolchain: dict | None = None) -> str:
     """Hash of everything the Verilog and the library derive from, known without elaborating:
     the RTL's Python sources and DRAM configs, the harness sources, the configuration, flags
     and tool versions. It maps to a finished build in ``<root>/index/`` so a second run skips
@@ -340,7 +458,8 @@ def _source_key(config: CoreConfig, waves: bool, cxx_opt: str, extra_flags=(), n
     hash_files(h, files)
     for part in (json.dumps(config.as_dict(), sort_keys=True), str(waves), cxx_opt,
                  json.dumps(VERILATOR_FLAGS + tuple(extra_flags)), verilator_version(),
-                 importlib.metadata.version("amaranth")) + ((f"n_cores={n_cores}",) if n_cores > 1 else ()):
+                 importlib.metadata.version("amaranth")) + ((f"n_cores={n_cores}",) if n_cores > 1 else ()) \
+            + ((json.dumps(toolchain, sort_keys=True),) if toolchain else ()):
         h.update(part.encode())
         h.update(b"\0\0")
     return h.hexdigest()[:24]
@@ -359,25 +478,37 @@ def harness_built(config: CoreConfig, *, build_root: str | os.PathLike | None = 
     """Whether :func:`build_harness` with its default options would find ``config``'s library
     in the cache (no elaboration, no build): the source hash and the index only."""
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
-    index = root / "index" / f"{_source_key(config, False, CXX_OPT, tuple(VERILATOR_OPT), 1)}.json"
+    opts = build_options()
+    key = _source_key(config, False, default_cxx_opt(opts), tuple(VERILATOR_OPT), 1, _toolchain(opts))
+    index = root / "index" / f"{key}.json"
     return _built(root, index) is not None
 
 
-def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX_OPT,
+def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str | None = None,
                   extra_flags: Sequence[str] = VERILATOR_OPT, build_root: str | os.PathLike | None = None,
-                  progress: bool = True, n_cores: int = 1) -> Path:
+                  progress: bool = True, n_cores: int = 1, pgo: bool | None = None,
+                  cxx_flags: Sequence[str] | None = None, compiler: str | None = None) -> Path:
     """Path of ``libndpcore.so`` for ``config`` (built if missing); see the module docstring.
 
-    ``cxx_opt`` is the g++ optimisation of the model's code, ``extra_flags`` Verilator's options
+    ``cxx_opt`` is the C++ optimisation of the model's code (default :func:`default_cxx_opt`:
+    ``-O2`` with a profile, ``-Os`` without), ``extra_flags`` Verilator's options
     (default :data:`VERILATOR_OPT`; e.g. ``()``, ``("--flatten",)``, ``("--threads", "2")``):
     build options ``bench/speed.py`` compares.
     ``n_cores`` > 1 builds that many cores joined by DIMM-Link (``cosim/rtl/system_top.py``; the
     configuration needs ``link=True``).
+    ``pgo``, ``cxx_flags``, ``compiler``: the toolchain (:func:`build_options`; ``None``: the
+    defaults :data:`PGO`, :data:`CXX_FLAGS`, :data:`COMPILER`, or the plain build under
+    ``$NDPDIMM_HARNESS_PLAIN``). A waveform build is never profiled (tracing is not the hot path).
     """
     extra_flags = tuple(extra_flags)
     n_cores = check_n_cores(config, n_cores)
+    opts = build_options(pgo, cxx_flags, compiler)
+    if waves:
+        opts["pgo"] = False
+    cxx_opt = default_cxx_opt(opts) if cxx_opt is None else cxx_opt
+    toolchain = _toolchain(opts)
     root = Path(build_root).resolve() if build_root is not None else default_build_root()
-    index = root / "index" / f"{_source_key(config, waves, cxx_opt, extra_flags, n_cores)}.json"
+    index = root / "index" / f"{_source_key(config, waves, cxx_opt, extra_flags, n_cores, toolchain)}.json"
     built = _built(root, index)
     if built is not None:
         return built
@@ -385,7 +516,7 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
     if progress:
         _log(f"elaborating {what} {json.dumps(config.core_params())}")
     files = _top_verilog(config, n_cores)
-    digest, info = _build_identity(config, files, waves, cxx_opt, extra_flags, n_cores)
+    digest, info = _build_identity(config, files, waves, cxx_opt, extra_flags, n_cores, toolchain)
     name = "ndp_core" if n_cores == 1 else f"link_system{n_cores}"
     lines = sum(v.count("\n") for v in files.values())
 
@@ -401,22 +532,101 @@ def build_harness(config: CoreConfig, *, waves: bool = False, cxx_opt: str = CXX
                  f"({lines} lines of Verilog{', waves' if waves else ''}) -> {out_dir}")
         env = {**os.environ, **verilator_env(cxx_opt)}
         env.pop("VERILATOR_ROOT", None)
+        if opts["compiler"] != "g++":
+            env["MAKEFLAGS"] += f" CXX={opts['compiler']} LINK={opts['compiler']}"
+        extra_cxx = " ".join(opts["cxx_flags"])
         start = time.monotonic()
         log = out_dir / "build.log"
+        record = {}
+        ld_flags = ""
+        if opts["pgo"]:
+            profile_dir = out_dir / "pgo"
+            gen_c, ld_flags = _pgo_flags(opts["compiler"], "generate", profile_dir)
+            extra_cxx = f"{extra_cxx} {gen_c}".strip()
         with open(log, "w") as f, _Progress(out_dir / "obj", progress):
-            proc = subprocess.run(_verilator_cmd(out_dir, waves, cxx_opt, extra_flags, n_cores),
+            proc = subprocess.run(_verilator_cmd(out_dir, waves, cxx_opt, extra_flags, n_cores, extra_cxx, ld_flags),
                                   stdout=f, stderr=subprocess.STDOUT, env=env, cwd=out_dir)
         if proc.returncode or not (out_dir / "obj" / LIB_NAME).exists():
             raise RuntimeError(f"building the harness failed (exit {proc.returncode}); "
                                f"last lines of {log}:\n{tail(log)}")
+        if opts["pgo"]:
+            record["pgo"] = _profile_and_rebuild(out_dir, config, n_cores, opts, env, log, start, progress)
         seconds = time.monotonic() - start
         if progress:
             _log(f"built in {seconds:.0f} s")
-        return {**info, "seconds": round(seconds, 1), "verilog_lines": lines}
+        return {**info, "seconds": round(seconds, 1), "verilog_lines": lines, **record}
 
     out_dir = cached_build("harness", f"{name}-{digest}", make, root=root)
     _write_index(index, out_dir)
     return out_dir / "obj" / LIB_NAME
+
+
+def _profile_and_rebuild(out_dir: Path, config: CoreConfig, n_cores: int, opts: dict, env: dict,
+                         log: Path, start: float, progress: bool) -> dict:
+    """The PGO steps after the instrumented build in ``out_dir/obj``: the training run (in a
+    subprocess, which writes the profile when it exits), then every object compiled again with
+    the profile by ``make`` in the same folder (the Verilated C++ is unchanged, so Verilator
+    does not run again). Returns the record of the steps (their seconds)."""
+    obj = out_dir / "obj"
+    instrumented = time.monotonic() - start
+    if progress:
+        from ndpdimm.cosim.rtl import pgo_train
+        _log(f"instrumented build in {instrumented:.0f} s; training run ({pgo_train.describe()})")
+    t = time.monotonic()
+    with open(log, "a") as f:
+        f.write("\n# PGO training run\n")
+        f.flush()
+        proc = subprocess.run([sys.executable, "-m", "ndpdimm.cosim.rtl.pgo_train", str(obj / LIB_NAME),
+                               json.dumps(config.as_dict()), str(n_cores)],
+                              stdout=f, stderr=subprocess.STDOUT, cwd=out_dir,
+                              env={**os.environ, "LLVM_PROFILE_FILE": str(out_dir / "pgo" / "train-%p.profraw")})
+    if proc.returncode:
+        raise RuntimeError(f"the PGO training run failed (exit {proc.returncode}); last lines of "
+                           f"{log}:\n{tail(log)}")
+    training = time.monotonic() - t
+    profile_dir = out_dir / "pgo"
+    if opts["compiler"] == "clang++":
+        raws = sorted(str(p) for p in profile_dir.glob("*.profraw"))
+        merge = subprocess.run(["llvm-profdata", "merge", "-o", str(profile_dir / "merged.profdata"), *raws],
+                               capture_output=True, text=True)
+        if merge.returncode or not raws:
+            raise RuntimeError(f"llvm-profdata merge failed ({len(raws)} profiles): {merge.stderr}")
+    elif not list(obj.glob("*.gcda")):
+        raise RuntimeError(f"the PGO training run wrote no profile (*.gcda) in {obj}")
+    # the objects, precompiled headers and library of the instrumented build go; the profile stays
+    for pattern in ("*.o", "*.gch", "*.a", LIB_NAME):
+        for p in obj.glob(pattern):
+            p.unlink()
+    use_c, use_ld = _pgo_flags(opts["compiler"], "use", profile_dir)
+    make_vars = _make_vars(obj)
+    cflags = make_vars["VM_USER_CFLAGS"]
+    gen_c, gen_ld = _pgo_flags(opts["compiler"], "generate", profile_dir)
+    cflags = cflags.replace(gen_c, use_c)
+    ldlibs = make_vars["VM_USER_LDLIBS"].replace(gen_ld, use_ld).strip()
+    t = time.monotonic()
+    with open(log, "a") as f, _Progress(obj, progress):
+        f.write("\n# PGO build with the profile\n")
+        f.flush()
+        proc = subprocess.run(["make", "-C", str(obj), "-f", "Vtop.mk", "-j", str(min(2, os.cpu_count() or 1)),
+                               f"VM_USER_CFLAGS={cflags}", f"VM_USER_LDLIBS={ldlibs}"],
+                              stdout=f, stderr=subprocess.STDOUT, env=env, cwd=obj)
+    if proc.returncode or not (obj / LIB_NAME).exists():
+        raise RuntimeError(f"the PGO build with the profile failed (exit {proc.returncode}); "
+                           f"last lines of {log}:\n{tail(log)}")
+    return {"instrumented_build_seconds": round(instrumented, 1), "training_seconds": round(training, 1),
+            "profiled_build_seconds": round(time.monotonic() - t, 1), "use_flags": use_c}
+
+
+def _make_vars(obj: Path) -> dict:
+    """``VM_USER_CFLAGS`` / ``VM_USER_LDLIBS`` (its ``-LDFLAGS``) as Verilator wrote them in ``Vtop.mk`` (one value a
+    line, continued with backslashes), each as one string."""
+    text = (obj / "Vtop.mk").read_text().replace("\\\n", " ")
+    out = {"VM_USER_CFLAGS": "", "VM_USER_LDLIBS": ""}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() in out:
+            out[name.strip()] = " ".join(value.split())
+    return out
 
 
 def _write_index(index: Path, out_dir: Path):

@@ -197,12 +197,13 @@ class Runner:
         return {"gap_samples": gaps, **lat}
 
 
-def measure_on_rtl(config: CoreConfig, points, with_extras: bool = False) -> tuple:
+def measure_on_rtl(config: CoreConfig, points, with_extras: bool = False, library=None) -> tuple:
     """``points`` (of :func:`point_sets`; sequences too) run in this order on one fresh harness
-    of ``config``, from reset: (their records, the extras measurement or None)."""
+    of ``config``, from reset: (their records, the extras measurement or None). ``library``: a
+    harness library built for ``config`` (default: the default build)."""
     from ndpdimm.cosim.rtl.harness import RtlBackend
     out, extras = [], None
-    with RtlBackend(config, progress=False) as b:
+    with RtlBackend(config, progress=False, library=library) as b:
         r = Runner(b, config)
         if with_extras:
             extras = r.extras()
