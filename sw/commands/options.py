@@ -143,6 +143,10 @@ def add_rtl_samples(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtl-model-draws", type=non_negative_int, default=0, metavar="N",
                         help="per kind, N draws on the timing-only model backend (about a second "
                              "each) carrying the cost lines' spread (default 0: the RTL draws only)")
+    parser.add_argument("--rtl-correction", default=None, metavar="FILE",
+                        help="with --rtl-full 0: take each sub-sampled kind's correction from a "
+                             "sampling benchmark file's coverage section (e.g. "
+                             "bench/results/sampling.json) instead of the run's own whole replays")
     parser.add_argument("--rtl-allocation", choices=("proportional", "neyman"), default="proportional",
                         help="share the RTL draws among kinds by charged cycles (default) or by "
                              "Neyman's rule from a pilot of two draws per kind")
@@ -151,10 +155,13 @@ def add_rtl_samples(parser: argparse.ArgumentParser) -> None:
 def rtl_sample_kwargs(args: argparse.Namespace) -> dict:
     """The ``rtl_samples``, ``rtl_seed``, ``rtl_workers`` and ``rtl_design`` of
     :func:`add_rtl_samples`' options (a bad combination: ``ValueError``)."""
-    from ndpdimm.sw.sampling.stats import Design
-    full = args.rtl_full if args.rtl_full is not None else (3 if args.rtl_sub_cycles else 0)
+    from ndpdimm.sw.sampling.stats import Design, stored_corrections
+    correction = stored_corrections(args.rtl_correction) if args.rtl_correction else None
+    full = args.rtl_full if args.rtl_full is not None else \
+        (3 if args.rtl_sub_cycles and correction is None else 0)
     design = Design(sub_cycles=args.rtl_sub_cycles, warmup=args.rtl_warmup, full=full,
-                    model_draws=args.rtl_model_draws, allocation=args.rtl_allocation)
+                    model_draws=args.rtl_model_draws, allocation=args.rtl_allocation,
+                    correction=correction)
     return {"rtl_samples": args.rtl_samples, "rtl_seed": args.rtl_seed,
             "rtl_workers": args.rtl_workers, "rtl_design": design}
 

@@ -26,7 +26,12 @@ shape-to-shape spread and the few RTL draws only the model's error. With ``n1 = 
 sub-sampling it is the plain mean of ``y`` with ``s_y^2 / n2``.
 
 A kind with sub-sampled draws and fewer than two full ones has no interval (``Q`` unknown to
-within a variance); :func:`estimate_kind` then reports ``Q`` as missing.
+within a variance); :func:`estimate_kind` then reports ``Q`` as missing, unless a *stored*
+correction is given (``correction``: the mean, standard deviation and count of ``q`` measured
+elsewhere, e.g. the sampling benchmark's ``coverage`` section over 20 invocations of the kind):
+it then enters exactly as the run's own full replays would, with its own count and degrees of
+freedom. Whether a correction measured on other shapes holds for the run's is an assumption the
+result states (``correction.source``).
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ from ndpdimm.sw.sampling.stats import t_interval
 __all__ = ["estimate_kind"]
 
 
-def estimate_kind(x1, rtl: list[tuple[float, float, bool]], q) -> dict:
+def estimate_kind(x1, rtl: list[tuple[float, float, bool]], q, correction: dict | None = None) -> dict:
     """The kind's ratio estimate (module docstring). ``x1``: phase-1 ratios ``M / c`` (all
     ``n1`` draws); ``rtl``: ``(x_i, y^_i, sub-sampled?)`` for the ``n2`` RTL draws (whose ``x_i``
     are among ``x1``); ``q``: the ``n3`` corrections ``y / y^`` of sub-sampled draws replayed
-    whole. Returns ``mean``, ``terms`` (``[(variance, df), ...]``, ``None`` when no interval),
+    whole; ``correction``: a stored ``{"mean", "stdev", "n", "source"}`` used where ``q`` is
+    empty. Returns ``mean``, ``terms`` (``[(variance, df), ...]``, ``None`` when no interval),
     the phase sizes and the correction's interval."""
     x1 = np.asarray(list(x1), float)
     q = list(q)
@@ -55,6 +61,10 @@ def estimate_kind(x1, rtl: list[tuple[float, float, bool]], q) -> dict:
     yh = np.array([r[1] for r in rtl], float)
     sub = np.array([bool(r[2]) for r in rtl])
     corr = t_interval(q) if q else None
+    if corr is None and correction is not None:
+        corr = {"n": int(correction["n"]), "mean": float(correction["mean"]),
+                "stdev": float(correction["stdev"]), "source": correction.get("source", "stored")}
+        n3 = corr["n"]
     qm = corr["mean"] if corr else 1.0
     if sub.any() and corr is None:
         return {"mean": None, "terms": None, "n1": n1, "n2": n2, "n3": 0, "sub_sampled": int(sub.sum()),

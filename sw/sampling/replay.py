@@ -216,7 +216,7 @@ def _ok(j: Job | None) -> bool:
     return j is not None and j.result is not None and "error" not in j.result
 
 
-def _estimate(kind: str, jobs: dict, n1: int, n2: int, n3: int) -> dict:
+def _estimate(kind: str, jobs: dict, n1: int, n2: int, n3: int, correction: dict | None = None) -> dict:
     """The kind's two-phase estimate from its finished jobs (``sw/sampling/estimate.py``)."""
     x = {}
     for i in range(n1):
@@ -239,7 +239,7 @@ def _estimate(kind: str, jobs: dict, n1: int, n2: int, n3: int) -> dict:
             q.append((f.result["rtl_backend_cycles"] / c) / yh)
     if not rtl:
         return {}
-    est = estimate_kind(list(x.values()), rtl, q)
+    est = estimate_kind(list(x.values()), rtl, q, (correction or {}).get(kind))
     est.update(interval(est["mean"], est.get("terms")))
     return {"ratio": est, "ratio_vs_model_backend": t_interval(vs), "n": len(rtl)}
 
@@ -306,7 +306,8 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
             for k in kinds:
                 rtl = [jobs[("rtl", k, i)] for i in range(first[k])]
                 ok = [j for j in rtl if _ok(j)]
-                est = _estimate(k, jobs, max(design.model_draws, first[k]), first[k], design.full)
+                est = _estimate(k, jobs, max(design.model_draws, first[k]), first[k], design.full,
+                                design.correction)
                 terms = est.get("ratio", {}).get("terms") if est else None
                 # one draw's standard deviation: the variance of the mean times n2
                 sd[k] = math.sqrt(sum(v for v, _ in terms) * first[k]) if terms else 0.0
@@ -342,7 +343,7 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
                  "model_cycles": totals[k], "n": 0}
         if k in kinds:
             n1 = max(design.model_draws, final[k])
-            est = _estimate(k, jobs, n1, final[k], design.full)
+            est = _estimate(k, jobs, n1, final[k], design.full, design.correction)
             entry.update(est)
             entry["n_model"] = n1
             rt = [jobs[("rtl", k, i)] for i in range(final[k]) if _ok(jobs.get(("rtl", k, i)))]

@@ -31,7 +31,8 @@ import numpy as np
 from ndpdimm.sw.kernels.base import OfShape, Shape
 from ndpdimm.sw.sampling.record import KernelLog
 
-__all__ = ["Draw", "Design", "ALLOCATIONS", "check_samples_request", "allocate", "neyman_weights", "terms_of", "interval", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
+__all__ = ["Draw", "Design", "ALLOCATIONS", "check_samples_request", "allocate", "neyman_weights", "terms_of", "interval",
+           "stored_corrections", "draw", "t_interval", "reestimate", "CONFIDENCE", "METHOD"]
 
 CONFIDENCE = 0.95
 
@@ -65,12 +66,15 @@ class Design:
     correction, ``sw/sampling/estimate.py``); ``model_draws``: per kind, that many draws on the
     timing-only model backend (the first phase; at least the RTL draws); ``allocation``:
     ``"proportional"`` or ``"neyman"`` (a pilot of the floor's draws, then the rest by
-    :func:`neyman_weights`)."""
+    :func:`neyman_weights`); ``correction``: per kind a stored sub-sample correction
+    ``{"mean", "stdev", "n", "source"}`` used for a kind without full replays of its own
+    (:func:`stored_corrections` reads the sampling benchmark's)."""
     sub_cycles: float | None = None
     warmup: int = 1
     full: int = 0
     model_draws: int = 0
     allocation: str = "proportional"
+    correction: dict | None = None
 
     def __post_init__(self):
         from ndpdimm.sw.sampling.subsample import check_sub_request
@@ -81,6 +85,12 @@ class Design:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
         if self.allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}, got {self.allocation!r}")
+        for kind, c in (self.correction or {}).items():
+            if not isinstance(c, dict) or any(not isinstance(c.get(f), (int, float)) or isinstance(c.get(f), bool)
+                                              for f in ("mean", "stdev", "n")) or c["n"] < 2 \
+                    or not c["mean"] > 0 or not c["stdev"] >= 0:
+                raise ValueError(f"the stored correction of {kind!r} must have a mean > 0, a stdev >= 0 "
+                                 f"and n >= 2, got {c!r}")
         if self.sub_cycles is not None and self.full == 1:
             raise ValueError("full must be 0 or >= 2 with sub-sampling: the correction's interval "
                              "needs two full replays per kind")
@@ -101,7 +111,32 @@ class Design:
                     self.allocation, f"max({self.model_draws}, n)",
                     "" if self.sub_cycles is None else
                     f", sub-sampled above {self.sub_cycles:,.0f} charged cycles after {self.warmup} "
-                    f"warm-up group(s), {self.full} of them also whole for the correction")
+                    f"warm-up group(s), {self.full} of them also whole for the correction"
+                    + ("" if not self.correction else
+                       f" (kinds without: the stored correction of {', '.join(sorted(self.correction))})"))
+
+
+def stored_corrections(path) -> dict:
+    """Per kind ``{"mean", "stdev", "n", "source"}`` of the sub-sample corrections in the
+    ``coverage`` section of a sampling benchmark file (``bench/results/sampling.json``);
+    ``ValueError`` naming the file if it has none."""
+    import json
+    from pathlib import Path
+    try:
+        doc = json.loads(Path(path).read_text())
+        cov = doc["coverage"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: no sampling benchmark coverage section to take corrections "
+                         f"from ({type(e).__name__}: {e})") from None
+    out = {}
+    for kind, e in cov.items():
+        if isinstance(e, dict) and e.get("n", 0) >= 2 and "q_mean" in e:
+            out[kind] = {"mean": e["q_mean"], "stdev": e["q_stdev"], "n": e["n"],
+                         "source": f"{path} coverage section (commit {str(cov.get('git_commit'))[:7]}, "
+                                   f"{e['n']} invocations from {e.get('source')})"}
+    if not out:
+        raise ValueError(f"{path}: its coverage section has no kind with corrections")
+    return out
 
 
 def _t(df: float) -> float:

@@ -129,3 +129,31 @@ def test_a_plan_picks_distinct_groups_after_a_warm_up():
                 {"sub_cycles": 1e5, "full": 1}):
         with pytest.raises(ValueError):
             Design(**bad)
+
+
+def test_a_stored_correction_stands_in_for_full_replays(tmp_path):
+    """Sub-sampled draws without full replays take a stored correction with its own count: the
+    same estimate as the run's own full replays with that mean, spread and count would give."""
+    import json
+
+    from ndpdimm.sw.sampling.stats import stored_corrections
+    rtl = [(1.0, 1.02, True), (1.1, 1.12, True), (0.95, 0.97, True)]
+    q = [1.01, 0.99, 1.02, 1.0]
+    own = estimate_kind([r[0] for r in rtl], rtl, q)
+    c = t_interval(q)
+    stored = estimate_kind([r[0] for r in rtl], rtl, [], {"mean": c["mean"], "stdev": c["stdev"],
+                                                          "n": 4, "source": "test"})
+    assert stored["mean"] == pytest.approx(own["mean"])
+    assert [t[1] for t in stored["terms"]] == [t[1] for t in own["terms"]] == [2, 3]
+    assert [t[0] for t in stored["terms"]] == pytest.approx([t[0] for t in own["terms"]])
+    assert stored["correction"]["source"] == "test"
+    path = tmp_path / "sampling.json"
+    path.write_text(json.dumps({"coverage": {"git_commit": "abc1234", "cold_mlp": {
+        "n": 20, "q_mean": 1.003, "q_stdev": 0.004, "source": "hermes_b1"}}}))
+    got = stored_corrections(path)
+    assert got["cold_mlp"]["mean"] == 1.003 and got["cold_mlp"]["n"] == 20
+    assert "abc1234" in got["cold_mlp"]["source"]
+    with pytest.raises(ValueError, match="no sampling benchmark coverage"):
+        stored_corrections(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="stored correction"):
+        Design(sub_cycles=1e5, correction={"cold_mlp": {"mean": 1.0, "stdev": 0.01, "n": 1}})
