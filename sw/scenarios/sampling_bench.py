@@ -12,14 +12,14 @@ core (256 activation lanes), seed 0, two Dask workers:
   batch-16 cold-neuron replay is about 8 M cycles, 13 minutes: no whole replay fits the goal's
   time); the batch-16 kinds' correction is the one measured on batch 1's shapes, an assumption
   the run states.
-* ``coverage``: per sub-sampled kind, ``COVERAGE_N`` invocations drawn at random (every
+* ``coverage``: per sub-sampled kind, ``COVERAGE_N[kind]`` invocations drawn at random (every
   invocation equally likely, which keeps the whole replays affordable) and replayed both ways, sub-sampled (a quarter of the groups after a warm-up group, scaled by the
   model: ``y^``) and whole (``y``). The correction ``q = y / y^``; each invocation's
   leave-one-out 95 % prediction interval ``mean(q_-i) +- t(n-2) s(q_-i) sqrt(1 + 1/(n-1))``
   either holds its own ``q`` or not: the coverage. Kinds and logs: Hermes batch 1's
   ``cold_mlp`` and ``qkv_dense``, TriMoE's ``expert`` (attention is one group: never
   sub-sampled).
-* ``warmup``: per kind, ``WARMUP_N`` invocations (equally likely) replayed whole from reset and after a stream of
+* ``warmup``: per kind, ``WARMUP_N[kind]`` invocations (equally likely) replayed whole from reset and after a stream of
   the scenario's preceding kernel (about 100 k cycles of it, sub-sampled): the difference of
   their cycles (mean, t-interval), the cold start's bias of a whole replay.
 * ``runs`` also holds Hermes batch 1 at N = 24, on one worker, and with Neyman's allocation:
@@ -54,8 +54,11 @@ __all__ = ["CASES", "SECTIONS", "run_sampling_bench", "scenario_log", "coverage_
 CORE = CoreConfig(n_units=256, act_lanes=256)
 SEED = 0
 WORKERS = 2
-COVERAGE_N = 20
-WARMUP_N = 4
+#: invocations per kind of the coverage and warm-up sections: the expert's are fewer, as the
+#: 256-lane core simulates its activation-heavy chain at about 3 k cycles/s (a whole expert
+#: replay is 5-8 minutes), against 15-20 k for the gathers
+COVERAGE_N = {"cold_mlp": 20, "qkv_dense": 20, "expert": 4}
+WARMUP_N = {"attention": 4, "qkv_dense": 4, "cold_mlp": 4, "expert": 2}
 #: a coverage sub-sample runs about this share of an invocation's groups
 COVERAGE_SHARE = 0.25
 #: cycles of the preceding kernel replayed before a warm-started replay
@@ -194,17 +197,18 @@ def coverage_of(q: list[float]) -> dict:
             "q_min": float(q.min()), "q_max": float(q.max())}
 
 
-def run_coverage(logs: dict, n: int = COVERAGE_N, log=print) -> dict:
-    """The ``coverage`` section (module docstring)."""
+def run_coverage(logs: dict, n: int | None = None, log=print) -> dict:
+    """The ``coverage`` section (module docstring); ``n`` per kind (default :data:`COVERAGE_N`)."""
     jobs, per_kind = [], {}
     for source, kind in (("hermes_b1", "cold_mlp"), ("hermes_b1", "qkv_dense"), ("trimoe_768", "expert")):
+        n_kind = COVERAGE_N[kind] if n is None else n
         klog = _kind_log(logs[source], kind)
         chosen = []
-        for d in draw(klog, 40 * n, SEED, alloc={kind: 40 * n}, by="invocations"):
+        for d in draw(klog, 40 * n_kind, SEED, alloc={kind: 40 * n_kind}, by="invocations"):
             p = plan(d.shape, d.model_cycles, d.seed, CORE.max_batch, COVERAGE_SHARE * d.model_cycles)
             if not p.whole:
                 chosen.append((d, p))
-            if len(chosen) == n:
+            if len(chosen) == n_kind:
                 break
         per_kind[kind] = {"source": source, "drawn": len(chosen)}
         for i, (d, p) in enumerate(chosen):
@@ -234,28 +238,29 @@ def run_coverage(logs: dict, n: int = COVERAGE_N, log=print) -> dict:
     return out
 
 
-def run_warmup(logs: dict, n: int = WARMUP_N, log=print) -> dict:
-    """The ``warmup`` section (module docstring)."""
-    jobs, info = [], {}
+def run_warmup(logs: dict, n: int | None = None, log=print) -> dict:
+    """The ``warmup`` section (module docstring); ``n`` per kind (default :data:`WARMUP_N`)."""
+    jobs, info, sizes = [], {}, {}
     for source, kind in (("hermes_b1", "attention"), ("hermes_b1", "qkv_dense"),
                          ("hermes_b1", "cold_mlp"), ("trimoe_768", "expert")):
-        targets = draw(_kind_log(logs[source], kind), n, SEED, alloc={kind: n}, by="invocations")
-        prev = draw(_kind_log(logs[source], PRECEDING[kind]), n, SEED + 1, alloc={PRECEDING[kind]: n},
+        sizes[kind] = nk = WARMUP_N[kind] if n is None else n
+        targets = draw(_kind_log(logs[source], kind), nk, SEED, alloc={kind: nk}, by="invocations")
+        prev = draw(_kind_log(logs[source], PRECEDING[kind]), nk, SEED + 1, alloc={PRECEDING[kind]: nk},
                     by="invocations")
         info[kind] = {"source": source, "preceding": PRECEDING[kind]}
         for i, (d, p) in enumerate(zip(targets, prev)):
             pp = plan(p.shape, p.model_cycles, p.seed, CORE.max_batch, STREAM_CYCLES, warmup=0)
             jobs += [Job("full", kind, i, d, None),
-                     Job("full", kind, n + i, d, None, before=((p.shape, p.seed, None if pp.whole else pp),))]
+                     Job("full", kind, nk + i, d, None, before=((p.shape, p.seed, None if pp.whole else pp),))]
     with Runner(CORE, "rtl", WORKERS, None, log) as runner:
         runner.run(jobs)
     out = {}
     from ndpdimm.sw.sampling.stats import t_interval
     for kind, meta in info.items():
         by = {j.i: j for j in jobs if j.kind == kind}
-        rows = []
-        for i in range(n):
-            a, b = by[i], by[n + i]
+        rows, nk = [], sizes[kind]
+        for i in range(nk):
+            a, b = by[i], by[nk + i]
             if any(j.result is None or "error" in j.result for j in (a, b)):
                 continue
             rows.append({"params": a.draw.params, "seed": a.draw.seed,
