@@ -45,6 +45,7 @@ def cli_run(tmp_path_factory):
 
 def test_cli_choices_are_the_scenarios():
     """``ndpdimm rapid``'s choices are the scenario's own (its options are RapidConfig's fields)."""
+    from ndpdimm.sw.sampling.stats import ALLOCATIONS
     from ndpdimm.sw.scenarios.rapid.catalog import KV_PATHS
     from ndpdimm.sw.scenarios.rapid.scenario import MODES
     from ndpdimm.sw.scenarios.rapid.workload import PATTERNS
@@ -52,7 +53,7 @@ def test_cli_choices_are_the_scenarios():
     command("rapid").add_arguments(rapid)
     choices = {a.option_strings[0]: a.choices for a in rapid._actions if a.choices}
     assert choices == {"--mode": MODES, "--pattern": PATTERNS, "--kv-path": KV_PATHS,
-                       "--backend": ("model", "rtl")}
+                       "--backend": ("model", "rtl"), "--rtl-allocation": ALLOCATIONS}
     parser = cli.build_parser(declare=("rapid", "bench"))
     args = parser.parse_args(["rapid", "--mode", "all", "--pattern", "steady", "--kv-path", "p2p"])
     assert (args.mode, args.pattern, args.kv_path) == ("all", "steady", "p2p")
