@@ -147,8 +147,8 @@ def add_rtl_samples(parser: argparse.ArgumentParser) -> None:
                         help="with --rtl-full 0: take each sub-sampled kind's correction from a "
                              "sampling benchmark file's coverage section (e.g. "
                              "bench/results/sampling.json) instead of the run's own whole replays")
-    from ndpdimm.sw.sampling.stats import ALLOCATIONS
-    parser.add_argument("--rtl-allocation", choices=ALLOCATIONS, default="proportional",
+    # the allocations of sw/sampling/stats.py (ALLOCATIONS; not imported: parsing stays light)
+    parser.add_argument("--rtl-allocation", choices=("proportional", "neyman"), default="proportional",
                         help="share the RTL draws among kinds by charged cycles (default) or by "
                              "Neyman's rule from a pilot of two draws per kind")
 
