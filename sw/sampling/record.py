@@ -63,6 +63,13 @@ class KernelLog:
         """The entries (of one kind), in the order first logged."""
         return [e for e in self._entries.values() if kind is None or e.kind == kind]
 
+    def of_kind(self, kind: str) -> KernelLog:
+        """A log of this one's entries of ``kind`` only."""
+        one = KernelLog()
+        for e in self.entries(kind):
+            one.add(e.shape, e.cycles_each, e.count)
+        return one
+
     def kinds(self) -> list[str]:
         return sorted({e.kind for e in self._entries.values()})
 

@@ -286,20 +286,19 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
                 out.append(jobs[key])
         return out
 
-    def fulls(k, upto):
-        subs = [i for i in range(upto) if not plans[k][i].whole][:design.full]
+    def round_of(alloc):
+        """The jobs not yet made of ``alloc[kind]`` RTL draws per kind: their model phase, the
+        RTL draws, and the whole replays of the first ``design.full`` sub-sampled ones."""
         out = []
-        for i in subs:
-            out += add("full", k, i + 1, i)
+        for k in kinds:
+            out += add("model", k, max(design.model_draws, alloc[k]))
+            out += add("rtl", k, alloc[k])
+            for i in [i for i in range(alloc[k]) if not plans[k][i].whole][:design.full]:
+                out += add("full", k, i + 1, i)
         return out
 
     with Runner(core, backend, workers, scheduler, say) as runner:
-        batch = []
-        for k in kinds:
-            batch += add("model", k, max(design.model_draws, first[k]))
-            batch += add("rtl", k, first[k])
-            batch += fulls(k, first[k])
-        runner.run(batch)
+        runner.run(round_of(first))
         pilot = None
         if design.allocation == "neyman" and n > sum(first.values()):
             sd, cost = {}, {}
@@ -316,12 +315,7 @@ def rtl_check(log: KernelLog, n: int, seed: int, core: CoreConfig, backend: str 
             pilot = {"stdev_per_draw": sd, "rtl_seconds_per_draw": cost, "allocation": final}
             say(f"[rtl-samples] Neyman allocation from the pilot: "
                 f"{', '.join(f'{k} {final[k]}' for k in kinds)}")
-            batch = []
-            for k in kinds:
-                batch += add("model", k, max(design.model_draws, final[k]))
-                batch += add("rtl", k, final[k])
-                batch += fulls(k, final[k])
-            runner.run(batch)
+            runner.run(round_of(final))
     samples, model_rows, kinds_out, ratios = [], [], {}, {}
     for j in jobs.values():
         d = j.draw

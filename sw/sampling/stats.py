@@ -278,18 +278,8 @@ def reestimate(totals: dict, ratios: dict) -> dict:
     est = sum(totals[k] * ratios[k]["mean"] for k in ratios if k in totals)
     out = {"model_cycles": model, "rtl_cycles": est, "ratio": est / model if model else None}
     kind_terms = {k: terms_of(ratios[k]) for k in ratios if k in totals}
-    if any(t is None for t in kind_terms.values()):
-        half = None
-    else:
-        terms = [(totals[k] ** 2 * v, df) for k, ts in kind_terms.items() for v, df in ts]
-        var = sum(v for v, _ in terms)
-        if var == 0:
-            half = 0.0
-        elif any(df < 1 for v, df in terms if v > 0):
-            half = None
-        else:
-            df = var ** 2 / sum(v ** 2 / df for v, df in terms if v > 0)
-            half = _t(df) * math.sqrt(var)
+    half = None if any(t is None for t in kind_terms.values()) else interval(
+        est, [(totals[k] ** 2 * v, df) for k, ts in kind_terms.items() for v, df in ts])["half_width"]
     out.update({"half_width": half, "low": None if half is None else est - half,
                 "high": None if half is None else est + half,
                 "relative_half_width": None if half is None or not est else half / est})

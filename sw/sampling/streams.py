@@ -54,10 +54,7 @@ def draw_streams(logs: dict[str, KernelLog], per_kind: int, seed: int) -> list[t
     out = []
     for scenario, klog in sorted(logs.items()):
         for kind in klog.kinds():
-            one = KernelLog()
-            for e in klog.entries(kind):
-                one.add(e.shape, e.cycles_each, e.count)
-            out += [(scenario, d) for d in draw(one, per_kind, seed)]
+            out += [(scenario, d) for d in draw(klog.of_kind(kind), per_kind, seed)]
     return out
 
 

@@ -45,7 +45,14 @@ from ndpdimm.cosim.backend import CoreConfig
 from ndpdimm.sw.result_files import write_json
 from ndpdimm.sw.sampling.record import KernelLog
 from ndpdimm.sw.sampling.replay import Job, Runner
-from ndpdimm.sw.sampling.stats import Design, allocate, draw, neyman_weights, stored_corrections
+from ndpdimm.sw.sampling.stats import (
+    Design,
+    allocate,
+    draw,
+    neyman_weights,
+    stored_corrections,
+    t_interval,
+)
 from ndpdimm.sw.sampling.subsample import plan
 from ndpdimm.sw.scenarios.base import RunContext, quiet
 
@@ -174,13 +181,6 @@ def predicted_allocation(run: dict) -> dict:
             "stdev_per_draw": sd, "replay_seconds": cost}
 
 
-def _kind_log(log: KernelLog, kind: str) -> KernelLog:
-    one = KernelLog()
-    for e in log.entries(kind):
-        one.add(e.shape, e.cycles_each, e.count)
-    return one
-
-
 def coverage_of(q: list[float]) -> dict:
     """Leave-one-out 95 % prediction intervals of the corrections ``q`` (module docstring)."""
     from scipy.stats import t
@@ -202,7 +202,7 @@ def run_coverage(logs: dict, n: int | None = None, log=print) -> dict:
     jobs, per_kind = [], {}
     for source, kind in (("hermes_b1", "cold_mlp"), ("hermes_b1", "qkv_dense"), ("trimoe_768", "expert")):
         n_kind = COVERAGE_N[kind] if n is None else n
-        klog = _kind_log(logs[source], kind)
+        klog = logs[source].of_kind(kind)
         chosen = []
         for d in draw(klog, 40 * n_kind, SEED, alloc={kind: 40 * n_kind}, by="invocations"):
             p = plan(d.shape, d.model_cycles, d.seed, CORE.max_batch, COVERAGE_SHARE * d.model_cycles)
@@ -244,8 +244,8 @@ def run_warmup(logs: dict, n: int | None = None, log=print) -> dict:
     for source, kind in (("hermes_b1", "attention"), ("hermes_b1", "qkv_dense"),
                          ("hermes_b1", "cold_mlp"), ("trimoe_768", "expert")):
         sizes[kind] = nk = WARMUP_N[kind] if n is None else n
-        targets = draw(_kind_log(logs[source], kind), nk, SEED, alloc={kind: nk}, by="invocations")
-        prev = draw(_kind_log(logs[source], PRECEDING[kind]), nk, SEED + 1, alloc={PRECEDING[kind]: nk},
+        targets = draw(logs[source].of_kind(kind), nk, SEED, alloc={kind: nk}, by="invocations")
+        prev = draw(logs[source].of_kind(PRECEDING[kind]), nk, SEED + 1, alloc={PRECEDING[kind]: nk},
                     by="invocations")
         info[kind] = {"source": source, "preceding": PRECEDING[kind]}
         for i, (d, p) in enumerate(zip(targets, prev)):
@@ -255,7 +255,6 @@ def run_warmup(logs: dict, n: int | None = None, log=print) -> dict:
     with Runner(CORE, "rtl", WORKERS, None, log) as runner:
         runner.run(jobs)
     out = {}
-    from ndpdimm.sw.sampling.stats import t_interval
     for kind, meta in info.items():
         by = {j.i: j for j in jobs if j.kind == kind}
         rows, nk = [], sizes[kind]
